@@ -1,0 +1,595 @@
+// module.cpp — pybind11 bindings of the OpenReg C API (openreg_runtime._runtime).
+//
+// Uses only openreg.h, like any other client of the runtime. Errors become
+// instances of openreg_runtime.errors classes; calls that can block release
+// the GIL, because stream work may itself need it (Stream.launch).
+#include <pybind11/functional.h>
+#include <pybind11/native_enum.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "openreg.h"
+
+namespace py = pybind11;
+
+namespace {
+
+struct StatusError : std::exception {
+  orError_t code;
+  std::string message;
+  StatusError(orError_t code, std::string message) : code(code), message(std::move(message)) {}
+  const char* what() const noexcept override { return message.c_str(); }
+};
+
+void checkStatus(orError_t status) {
+  if (status == orSuccess) return;
+  std::string message = orGetLastErrorMessage();
+  orGetLastError();  // the error is reported here; do not leave it pending
+  if (message.empty()) message = orGetErrorString(status);
+  throw StatusError(status, message);
+}
+
+void translateStatusError(std::exception_ptr pending) {
+  try {
+    if (pending) std::rethrow_exception(pending);
+  } catch (const StatusError& error) {
+    py::object errors = py::module_::import("openreg_runtime.errors");
+    py::object instance = errors.attr("from_status")(static_cast<int>(error.code), error.message);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(instance.ptr())), instance.ptr());
+  }
+}
+
+// Makes `device` current for the scope (when given), restoring the previous one.
+class DeviceScope {
+ public:
+  explicit DeviceScope(std::optional<int> device) {
+    checkStatus(orGetDevice(&previous_));
+    if (device && *device != previous_) {
+      checkStatus(orSetDevice(*device));
+      changed_ = true;
+    }
+  }
+  ~DeviceScope() {
+    if (changed_) orSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+int currentDevice() {
+  int device = 0;
+  checkStatus(orGetDevice(&device));
+  return device;
+}
+
+uintptr_t address(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer); }
+void* pointerFrom(uintptr_t value) { return reinterpret_cast<void*>(value); }
+
+// ---- Memory blocks shared with pending stream work -------------------------
+// Buffers hold their memory through shared_ptr; asynchronous copies enqueue a
+// no-op that owns another reference, so memory outlives the work using it
+// even if the Python object is dropped first.
+using SharedMemory = std::shared_ptr<void>;
+
+SharedMemory allocateDevice(size_t bytes, std::optional<int> device) {
+  DeviceScope scope(device);
+  void* pointer = nullptr;
+  checkStatus(orMalloc(&pointer, bytes));
+  return SharedMemory(pointer, [](void* p) { orFree(p); });
+}
+
+SharedMemory allocatePinned(size_t bytes) {
+  void* pointer = nullptr;
+  checkStatus(orMallocHost(&pointer, bytes));
+  return SharedMemory(pointer, [](void* p) { orFreeHost(p); });
+}
+
+void keepAliveUntilDone(orStream_t stream, SharedMemory first, SharedMemory second) {
+  checkStatus(openreg::launchHostFunc(stream, [first, second] {}));
+}
+
+class Stream;
+class Event;
+
+orStream_t handleOf(const std::optional<std::shared_ptr<Stream>>& stream);
+
+// ---- Streams ---------------------------------------------------------------
+class Stream {
+ public:
+  Stream(std::optional<int> device, int priority) : owned_(true) {
+    DeviceScope scope(device);
+    checkStatus(orStreamCreateWithPriority(&handle_, orStreamDefault, priority));
+  }
+  static std::shared_ptr<Stream> defaultOf(std::optional<int> device) {
+    DeviceScope scope(device);
+    orStream_t handle = nullptr;
+    checkStatus(orStreamGetDefault(&handle));
+    return std::shared_ptr<Stream>(new Stream(handle));
+  }
+  ~Stream() {
+    if (owned_) orStreamDestroy(handle_);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  orStream_t handle() const { return handle_; }
+  int device() const {
+    int device = 0;
+    checkStatus(orStreamGetDevice(handle_, &device));
+    return device;
+  }
+  int priority() const {
+    int priority = 0;
+    checkStatus(orStreamGetPriority(handle_, &priority));
+    return priority;
+  }
+  bool query() const {
+    orError_t status = orStreamQuery(handle_);
+    if (status == orErrorNotReady) {
+      orGetLastError();
+      return false;
+    }
+    checkStatus(status);
+    return true;
+  }
+  void synchronize() const { checkStatus(orStreamSynchronize(handle_)); }
+  void waitEvent(const Event& event) const;
+  void waitStream(const Stream& other) const;
+  std::shared_ptr<Event> recordEvent(std::shared_ptr<Event> event) const;
+  void sleep(double seconds) const {
+    if (!(seconds >= 0)) throw py::value_error("sleep duration must be a non-negative number");
+    auto duration = std::chrono::duration<double>(seconds);
+    checkStatus(openreg::launchHostFunc(handle_, [duration] { std::this_thread::sleep_for(duration); }));
+  }
+  void launch(py::function function) const;
+
+ private:
+  explicit Stream(orStream_t handle) : handle_(handle), owned_(false) {}
+  orStream_t handle_ = nullptr;
+  bool owned_;
+};
+
+orStream_t handleOf(const std::optional<std::shared_ptr<Stream>>& stream) {
+  return stream && *stream ? (*stream)->handle() : nullptr;
+}
+
+bool interpreterUsable() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+  return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
+void Stream::launch(py::function function) const {
+  // The callable is owned through a raw pointer so that it is only ever
+  // touched (called, destroyed) with the GIL held.
+  auto* callable = new py::function(std::move(function));
+  orError_t status = openreg::launchHostFunc(handle_, [callable] {
+    if (!interpreterUsable()) throw std::runtime_error("the Python interpreter is shutting down");
+    py::gil_scoped_acquire gil;
+    std::unique_ptr<py::function> owned(callable);
+    try {
+      (*owned)();
+    } catch (py::error_already_set& error) {
+      std::string message = error.what();
+      throw std::runtime_error(message);
+    }
+  });
+  if (status != orSuccess) delete callable;
+  checkStatus(status);
+}
+
+// ---- Events ----------------------------------------------------------------
+class Event {
+ public:
+  Event(bool enableTiming, std::optional<int> device) {
+    DeviceScope scope(device);
+    checkStatus(orEventCreateWithFlags(&handle_, enableTiming ? orEventDefault : orEventDisableTiming));
+    timing_ = enableTiming;
+  }
+  ~Event() { orEventDestroy(handle_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  orEvent_t handle() const { return handle_; }
+  bool timing() const { return timing_; }
+  void record(const std::optional<std::shared_ptr<Stream>>& stream) const {
+    checkStatus(orEventRecord(handle_, handleOf(stream)));
+  }
+  bool query() const {
+    orError_t status = orEventQuery(handle_);
+    if (status == orErrorNotReady) {
+      orGetLastError();
+      return false;
+    }
+    checkStatus(status);
+    return true;
+  }
+  void synchronize() const { checkStatus(orEventSynchronize(handle_)); }
+  float elapsedTime(const Event& end) const {
+    float milliseconds = 0;
+    checkStatus(orEventElapsedTime(&milliseconds, handle_, end.handle_));
+    return milliseconds;
+  }
+
+ private:
+  orEvent_t handle_ = nullptr;
+  bool timing_ = false;
+};
+
+void Stream::waitEvent(const Event& event) const {
+  checkStatus(orStreamWaitEvent(handle_, event.handle(), 0));
+}
+
+std::shared_ptr<Event> Stream::recordEvent(std::shared_ptr<Event> event) const {
+  if (!event) event = std::make_shared<Event>(false, device());
+  checkStatus(orEventRecord(event->handle(), handle_));
+  return event;
+}
+
+void Stream::waitStream(const Stream& other) const {
+  // Same as CUDA: an event recorded on `other` that this stream waits for.
+  waitEvent(*other.recordEvent(nullptr));
+}
+
+// ---- Host (pinned) buffers -------------------------------------------------
+class HostBuffer {
+ public:
+  explicit HostBuffer(size_t bytes) : bytes_(bytes), memory_(allocatePinned(bytes)) {}
+  void* data() const { return memory_.get(); }
+  size_t nbytes() const { return bytes_; }
+  const SharedMemory& memory() const { return memory_; }
+
+ private:
+  size_t bytes_;
+  SharedMemory memory_;
+};
+
+// ---- Device buffers --------------------------------------------------------
+class DeviceBuffer;
+
+// A contiguous host region from a buffer-protocol object (or a HostBuffer).
+struct HostRegion {
+  void* data = nullptr;
+  size_t bytes = 0;
+  SharedMemory keepAlive;  // set for HostBuffer, whose copies may be async
+  py::buffer_info info;    // holds the exporter's buffer while in use
+};
+
+HostRegion hostRegionOf(const py::object& object, bool writable) {
+  HostRegion region;
+  if (py::isinstance<HostBuffer>(object)) {
+    const auto& pinned = object.cast<const HostBuffer&>();
+    region.data = pinned.data();
+    region.bytes = pinned.nbytes();
+    region.keepAlive = pinned.memory();
+    return region;
+  }
+  if (!PyObject_CheckBuffer(object.ptr())) {
+    throw py::type_error("expected a DeviceBuffer, HostBuffer or an object supporting the buffer "
+                         "protocol (bytes, bytearray, memoryview, array, numpy array), got " +
+                         std::string(py::str(py::type::of(object).attr("__name__"))));
+  }
+  region.info = py::reinterpret_borrow<py::buffer>(object).request(writable);
+  if (region.info.size != 0 && !PyBuffer_IsContiguous(region.info.view(), 'C')) {
+    throw py::value_error("the host buffer must be C-contiguous");
+  }
+  region.data = region.info.ptr;
+  region.bytes = static_cast<size_t>(region.info.size * region.info.itemsize);
+  return region;
+}
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer(size_t bytes, std::optional<int> device)
+      : bytes_(bytes), device_(device.value_or(currentDevice())), memory_(allocateDevice(bytes, device_)) {}
+
+  uintptr_t ptr() const { return address(live().get()); }
+  size_t nbytes() const { return bytes_; }
+  int device() const { return device_; }
+  bool freed() const { return freed_; }
+  void free() {
+    memory_.reset();
+    freed_ = true;
+  }
+
+  void copyFrom(const py::object& source, size_t offset,
+                const std::optional<std::shared_ptr<Stream>>& stream) {
+    if (py::isinstance<DeviceBuffer>(source)) {
+      const auto& other = source.cast<const DeviceBuffer&>();
+      transfer(target(offset, other.bytes_), other.source(0, other.bytes_), other.bytes_,
+               orMemcpyDeviceToDevice, stream, memory_, other.memory_);
+      return;
+    }
+    HostRegion region = hostRegionOf(source, false);
+    transfer(target(offset, region.bytes), region.data, region.bytes, orMemcpyHostToDevice, stream,
+             memory_, region.keepAlive);
+  }
+
+  void copyTo(const py::object& destination, size_t offset,
+              const std::optional<std::shared_ptr<Stream>>& stream) const {
+    if (py::isinstance<DeviceBuffer>(destination)) {
+      auto& other = destination.cast<DeviceBuffer&>();
+      transfer(other.target(0, other.bytes_), source(offset, other.bytes_), other.bytes_,
+               orMemcpyDeviceToDevice, stream, memory_, other.memory_);
+      return;
+    }
+    HostRegion region = hostRegionOf(destination, true);
+    transfer(region.data, source(offset, region.bytes), region.bytes, orMemcpyDeviceToHost, stream,
+             memory_, region.keepAlive);
+  }
+
+  py::bytes toBytes(size_t offset, std::optional<size_t> count) const {
+    const size_t length = count.value_or(offset <= bytes_ ? bytes_ - offset : 0);
+    const void* from = source(offset, length);
+    if (length == 0) return py::bytes();
+    std::string host(length, '\0');
+    {
+      py::gil_scoped_release release;
+      checkStatus(orMemcpy(host.data(), from, length, orMemcpyDeviceToHost));
+    }
+    return py::bytes(host);
+  }
+
+  void fill(int value) {
+    if (value < 0 || value > 255) throw py::value_error("fill value must be a byte (0..255)");
+    void* to = target(0, bytes_);
+    py::gil_scoped_release release;
+    checkStatus(orMemset(to, value, bytes_));
+  }
+
+  std::string repr() const {
+    std::ostringstream text;
+    text << "DeviceBuffer(nbytes=" << bytes_ << ", device=" << device_;
+    if (memory_) text << ", ptr=0x" << std::hex << address(memory_.get());
+    if (freed()) text << ", freed";
+    text << ")";
+    return text.str();
+  }
+
+ private:
+  const SharedMemory& live() const {
+    if (freed_) throw py::value_error("this DeviceBuffer was freed; allocate a new one");
+    return memory_;
+  }
+  void checkRange(size_t offset, size_t count) const {
+    if (offset > bytes_ || count > bytes_ - offset) {
+      throw py::value_error("range of " + std::to_string(count) + " bytes at offset " +
+                            std::to_string(offset) + " does not fit in a DeviceBuffer of " +
+                            std::to_string(bytes_) + " bytes");
+    }
+  }
+  void* target(size_t offset, size_t count) {
+    checkRange(offset, count);
+    return static_cast<char*>(live().get()) + offset;
+  }
+  const void* source(size_t offset, size_t count) const {
+    checkRange(offset, count);
+    return static_cast<const char*>(live().get()) + offset;
+  }
+
+  static void transfer(void* to, const void* from, size_t count, orMemcpyKind kind,
+                       const std::optional<std::shared_ptr<Stream>>& stream, SharedMemory first,
+                       SharedMemory second) {
+    if (count == 0) return;
+    py::gil_scoped_release release;
+    if (!stream) {
+      checkStatus(orMemcpy(to, from, count, kind));
+      return;
+    }
+    orStream_t handle = handleOf(stream);
+    checkStatus(orMemcpyAsync(to, from, count, kind, handle));
+    keepAliveUntilDone(handle, std::move(first), std::move(second));
+  }
+
+  size_t bytes_;
+  int device_;
+  SharedMemory memory_;
+  bool freed_ = false;
+};
+
+// ---- Pointer attributes ----------------------------------------------------
+struct PointerAttributes {
+  orMemoryType type;
+  int device;
+  uintptr_t devicePointer;
+  uintptr_t hostPointer;
+  uintptr_t allocationBase;
+  size_t allocationSize;
+};
+
+PointerAttributes pointerAttributes(uintptr_t pointer) {
+  orPointerAttributes raw{};
+  checkStatus(orPointerGetAttributes(&raw, pointerFrom(pointer)));
+  return PointerAttributes{raw.type, raw.device, address(raw.devicePointer), address(raw.hostPointer),
+                           address(raw.allocationBase), raw.allocationSize};
+}
+
+// ---- Module ----------------------------------------------------------------
+void defineEnums(py::module_& m) {
+  py::native_enum<orMemcpyKind>(m, "MemcpyKind", "enum.IntEnum", "Direction of a raw memcpy.")
+      .value("HOST_TO_HOST", orMemcpyHostToHost)
+      .value("HOST_TO_DEVICE", orMemcpyHostToDevice)
+      .value("DEVICE_TO_HOST", orMemcpyDeviceToHost)
+      .value("DEVICE_TO_DEVICE", orMemcpyDeviceToDevice)
+      .value("DEFAULT", orMemcpyDefault)
+      .finalize();
+  py::native_enum<orMemoryType>(m, "MemoryType", "enum.IntEnum", "Kind of memory a pointer refers to.")
+      .value("UNREGISTERED", orMemoryTypeUnregistered)
+      .value("HOST", orMemoryTypeHost)
+      .value("DEVICE", orMemoryTypeDevice)
+      .finalize();
+}
+
+void defineDeviceFunctions(py::module_& m) {
+  m.def("device_count", [] {
+    int count = 0;
+    checkStatus(orGetDeviceCount(&count));
+    return count;
+  });
+  m.def("current_device", &currentDevice);
+  m.def("set_device", [](int device) { checkStatus(orSetDevice(device)); }, py::arg("device"));
+  m.def(
+      "synchronize",
+      [](std::optional<int> device) {
+        DeviceScope scope(device);
+        checkStatus(orDeviceSynchronize());
+      },
+      py::arg("device") = py::none(), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "mem_get_info",
+      [](std::optional<int> device) {
+        DeviceScope scope(device);
+        size_t free = 0, total = 0;
+        checkStatus(orMemGetInfo(&free, &total));
+        return py::make_tuple(free, total);
+      },
+      py::arg("device") = py::none());
+  m.def("stream_priority_range", [] {
+    int least = 0, greatest = 0;
+    checkStatus(orDeviceGetStreamPriorityRange(&least, &greatest));
+    return py::make_tuple(least, greatest);
+  });
+  m.def("runtime_version", [] {
+    int version = 0;
+    checkStatus(orRuntimeGetVersion(&version));
+    return version;
+  });
+}
+
+void defineRawMemoryFunctions(py::module_& m) {
+  m.def(
+      "malloc",
+      [](size_t size, std::optional<int> device) {
+        DeviceScope scope(device);
+        void* pointer = nullptr;
+        checkStatus(orMalloc(&pointer, size));
+        return address(pointer);
+      },
+      py::arg("size"), py::arg("device") = py::none());
+  m.def("free", [](uintptr_t pointer) { checkStatus(orFree(pointerFrom(pointer))); }, py::arg("ptr"));
+  m.def(
+      "malloc_host",
+      [](size_t size) {
+        void* pointer = nullptr;
+        checkStatus(orMallocHost(&pointer, size));
+        return address(pointer);
+      },
+      py::arg("size"));
+  m.def("free_host", [](uintptr_t pointer) { checkStatus(orFreeHost(pointerFrom(pointer))); },
+        py::arg("ptr"));
+  m.def(
+      "memcpy",
+      [](uintptr_t dst, uintptr_t src, size_t count, orMemcpyKind kind) {
+        checkStatus(orMemcpy(pointerFrom(dst), pointerFrom(src), count, kind));
+      },
+      py::arg("dst"), py::arg("src"), py::arg("count"), py::arg("kind"),
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "memcpy_async",
+      [](uintptr_t dst, uintptr_t src, size_t count, orMemcpyKind kind,
+         std::optional<std::shared_ptr<Stream>> stream) {
+        py::gil_scoped_release release;
+        checkStatus(orMemcpyAsync(pointerFrom(dst), pointerFrom(src), count, kind, handleOf(stream)));
+      },
+      py::arg("dst"), py::arg("src"), py::arg("count"), py::arg("kind"),
+      py::arg("stream") = py::none());
+  m.def(
+      "memset",
+      [](uintptr_t pointer, int value, size_t count) {
+        checkStatus(orMemset(pointerFrom(pointer), value, count));
+      },
+      py::arg("ptr"), py::arg("value"), py::arg("count"), py::call_guard<py::gil_scoped_release>());
+  py::class_<PointerAttributes>(m, "PointerAttributes")
+      .def_readonly("type", &PointerAttributes::type)
+      .def_readonly("device", &PointerAttributes::device)
+      .def_readonly("device_pointer", &PointerAttributes::devicePointer)
+      .def_readonly("host_pointer", &PointerAttributes::hostPointer)
+      .def_readonly("allocation_base", &PointerAttributes::allocationBase)
+      .def_readonly("allocation_size", &PointerAttributes::allocationSize);
+  m.def("pointer_attributes", &pointerAttributes, py::arg("ptr"));
+}
+
+void defineStreamsAndEvents(py::module_& m) {
+  py::class_<Stream, std::shared_ptr<Stream>>(m, "Stream")
+      .def(py::init<std::optional<int>, int>(), py::arg("device") = py::none(), py::arg("priority") = 0)
+      .def_static("default", &Stream::defaultOf, py::arg("device") = py::none())
+      .def_property_readonly("handle", [](const Stream& s) { return address(s.handle()); })
+      .def_property_readonly("device", &Stream::device)
+      .def_property_readonly("priority", &Stream::priority)
+      .def("query", &Stream::query)
+      .def("synchronize", &Stream::synchronize, py::call_guard<py::gil_scoped_release>())
+      .def("wait_event", &Stream::waitEvent, py::arg("event"))
+      .def("wait_stream", &Stream::waitStream, py::arg("stream"))
+      .def("record_event", &Stream::recordEvent, py::arg("event") = py::none())
+      .def("sleep", &Stream::sleep, py::arg("seconds"))
+      .def("launch", &Stream::launch, py::arg("function"))
+      .def("__eq__",
+           [](const Stream& self, const py::object& other) {
+             return py::isinstance<Stream>(other) && other.cast<const Stream&>().handle() == self.handle();
+           })
+      .def("__hash__", [](const Stream& s) { return std::hash<const void*>()(s.handle()); });
+  py::class_<Event, std::shared_ptr<Event>>(m, "Event")
+      .def(py::init<bool, std::optional<int>>(), py::arg("enable_timing") = false,
+           py::arg("device") = py::none())
+      .def_property_readonly("handle", [](const Event& e) { return address(e.handle()); })
+      .def_property_readonly("enable_timing", &Event::timing)
+      .def("record", &Event::record, py::arg("stream") = py::none())
+      .def("query", &Event::query)
+      .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>())
+      .def("elapsed_time", &Event::elapsedTime, py::arg("end"));
+}
+
+void defineBuffers(py::module_& m) {
+  py::class_<HostBuffer, std::shared_ptr<HostBuffer>>(m, "HostBuffer", py::buffer_protocol())
+      .def(py::init<size_t>(), py::arg("nbytes"))
+      .def_property_readonly("ptr", [](const HostBuffer& b) { return address(b.data()); })
+      .def_property_readonly("nbytes", &HostBuffer::nbytes)
+      .def("__len__", &HostBuffer::nbytes)
+      .def_buffer([](HostBuffer& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.nbytes())}, {1});
+      });
+  py::class_<DeviceBuffer, std::shared_ptr<DeviceBuffer>>(m, "DeviceBuffer")
+      .def(py::init<size_t, std::optional<int>>(), py::arg("nbytes"), py::arg("device") = py::none())
+      .def_property_readonly("ptr", &DeviceBuffer::ptr)
+      .def_property_readonly("nbytes", &DeviceBuffer::nbytes)
+      .def_property_readonly("device", &DeviceBuffer::device)
+      .def_property_readonly("freed", &DeviceBuffer::freed)
+      .def("__len__", &DeviceBuffer::nbytes)
+      .def("copy_from", &DeviceBuffer::copyFrom, py::arg("source"), py::kw_only(),
+           py::arg("offset") = 0, py::arg("stream") = py::none())
+      .def("copy_to", &DeviceBuffer::copyTo, py::arg("destination"), py::kw_only(),
+           py::arg("offset") = 0, py::arg("stream") = py::none())
+      .def("to_bytes", &DeviceBuffer::toBytes, py::arg("offset") = 0, py::arg("count") = py::none())
+      .def("fill", &DeviceBuffer::fill, py::arg("value"))
+      .def("free", &DeviceBuffer::free)
+      .def("__enter__", [](std::shared_ptr<DeviceBuffer> self) { return self; })
+      .def("__exit__", [](DeviceBuffer& self, py::args) { self.free(); })
+      .def("__repr__", &DeviceBuffer::repr);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_runtime, m) {
+  m.doc() = "Low-level bindings of the OpenReg runtime C API (use openreg_runtime instead).";
+  py::register_exception_translator(&translateStatusError);
+  defineEnums(m);
+  defineDeviceFunctions(m);
+  defineRawMemoryFunctions(m);
+  defineStreamsAndEvents(m);
+  defineBuffers(m);
+}

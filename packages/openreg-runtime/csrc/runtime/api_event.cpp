@@ -1,0 +1,83 @@
+// api_event.cpp — C entry points for events.
+#include <chrono>
+
+#include "errors.h"
+#include "runtime.h"
+
+using namespace openreg::runtime;
+
+namespace {
+
+std::shared_ptr<Event::Record> completedTimingRecord(orEvent_t handle, const char* role) {
+  std::shared_ptr<Event> event = Runtime::instance().events().get(handle);
+  check(event->timing(), orErrorNotPermitted, role,
+        " event was created with orEventDisableTiming; create it with timing to measure time");
+  std::shared_ptr<Event::Record> record = event->latest();
+  check(record != nullptr, orErrorInvalidResourceHandle, role, " event was never recorded");
+  check(record->stream->isComplete(record->sequence), orErrorNotReady, role,
+        " event has not completed yet");
+  return record;
+}
+
+}  // namespace
+
+extern "C" {
+
+orError_t orEventCreate(orEvent_t* event) { return orEventCreateWithFlags(event, orEventDefault); }
+
+orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags) {
+  return runApi([&] {
+    checkNotNull(event, "event");
+    check((flags & ~orEventDisableTiming) == 0, orErrorInvalidValue, "event flags ", flags,
+          " contain unsupported bits (only orEventDisableTiming is supported)");
+    Runtime& runtime = Runtime::instance();
+    const int device = runtime.currentDevice().index();
+    auto created = std::make_shared<Event>(device, (flags & orEventDisableTiming) == 0);
+    *event = static_cast<orEvent_t>(runtime.events().add(std::move(created)));
+  });
+}
+
+orError_t orEventRecord(orEvent_t event, orStream_t stream) {
+  return runApi([&] {
+    Runtime& runtime = Runtime::instance();
+    std::shared_ptr<Event> target = runtime.events().get(event);
+    std::shared_ptr<Stream> on = runtime.resolveStream(stream);
+    check(on->device() == target->device(), orErrorDeviceMismatch, "event of device ",
+          target->device(), " cannot be recorded on a stream of device ", on->device());
+    target->record(on);
+  });
+}
+
+orError_t orEventQuery(orEvent_t event) {
+  return runApi([&] {
+    std::shared_ptr<Event::Record> record = Runtime::instance().events().get(event)->latest();
+    if (!record) return;
+    check(record->stream->isComplete(record->sequence), orErrorNotReady,
+          "the event's work has not completed yet");
+  });
+}
+
+orError_t orEventSynchronize(orEvent_t event) {
+  return runApi([&] {
+    std::shared_ptr<Event::Record> record = Runtime::instance().events().get(event)->latest();
+    if (!record) return;
+    record->stream->waitFor(record->sequence);
+    throwPendingFailure(*record->stream);
+  });
+}
+
+orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end) {
+  return runApi([&] {
+    checkNotNull(ms, "ms");
+    auto startRecord = completedTimingRecord(start, "start");
+    auto endRecord = completedTimingRecord(end, "end");
+    std::chrono::duration<float, std::milli> elapsed = endRecord->reachedAt - startRecord->reachedAt;
+    *ms = elapsed.count();
+  });
+}
+
+orError_t orEventDestroy(orEvent_t event) {
+  return runApi([&] { Runtime::instance().events().remove(event); });
+}
+
+}  // extern "C"

@@ -1,0 +1,92 @@
+// api_memory.cpp — C entry points for allocation, attributes and translation.
+#include "errors.h"
+#include "pointer_info.h"
+#include "runtime.h"
+
+using namespace openreg::runtime;
+
+extern "C" {
+
+orError_t orMalloc(void** devPtr, size_t size) {
+  return runApi([&] {
+    checkNotNull(devPtr, "devPtr");
+    *devPtr = nullptr;
+    Device& device = Runtime::instance().currentDevice();
+    if (size == 0) return;
+    *devPtr = device.memory().allocate(size);
+  });
+}
+
+orError_t orFree(void* devPtr) {
+  return runApi([&] {
+    if (devPtr == nullptr) return;
+    Runtime::instance().requireNotForkedChild();
+    Device* device = Runtime::instance().deviceContaining(devPtr);
+    check(device != nullptr, orErrorInvalidDevicePointer, "orFree: ", devPtr,
+          " is not OpenReg device memory (pinned host memory is freed with orFreeHost)");
+    device->memory().release(devPtr);
+  });
+}
+
+orError_t orMallocHost(void** ptr, size_t size) {
+  return runApi([&] {
+    checkNotNull(ptr, "ptr");
+    *ptr = nullptr;
+    if (size == 0) return;
+    *ptr = Runtime::instance().hostMemory().allocate(size);
+  });
+}
+
+orError_t orFreeHost(void* ptr) {
+  return runApi([&] {
+    if (ptr == nullptr) return;
+    Runtime::instance().hostMemory().release(ptr);
+  });
+}
+
+orError_t orMemGetInfo(size_t* free, size_t* total) {
+  return runApi([&] {
+    checkNotNull(free, "free");
+    checkNotNull(total, "total");
+    DeviceMemory& memory = Runtime::instance().currentDevice().memory();
+    *total = memory.capacity();
+    *free = memory.capacity() - memory.bytesInUse();
+  });
+}
+
+orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* ptr) {
+  return runApi([&] {
+    checkNotNull(attributes, "attributes");
+    PointerInfo info = classifyPointer(ptr);
+    check(!info.staleDeviceAddress, orErrorInvalidDevicePointer, "pointer ", ptr,
+          " is in device ", info.device, "'s memory but not in a live allocation (freed?)");
+    attributes->type = info.type;
+    attributes->device = info.device;
+    attributes->devicePointer = info.isDevice() ? const_cast<void*>(ptr) : nullptr;
+    attributes->hostPointer = info.type == orMemoryTypeHost ? const_cast<void*>(ptr) : nullptr;
+    attributes->allocationBase = reinterpret_cast<void*>(info.base);
+    attributes->allocationSize = info.size;
+  });
+}
+
+orError_t orGetKernelPointer(void** kernelPtr, const void* devPtr) {
+  return runApi([&] {
+    checkNotNull(kernelPtr, "kernelPtr");
+    Device* device = Runtime::instance().deviceContaining(devPtr);
+    check(device != nullptr, orErrorInvalidDevicePointer, "orGetKernelPointer: ", devPtr,
+          " is not OpenReg device memory");
+    *kernelPtr = device->memory().toKernel(devPtr);
+  });
+}
+
+orError_t orGetDevicePointer(void** devPtr, const void* kernelPtr) {
+  return runApi([&] {
+    checkNotNull(devPtr, "devPtr");
+    Device* device = Runtime::instance().deviceContainingKernelAddress(kernelPtr);
+    check(device != nullptr, orErrorInvalidValue, "orGetDevicePointer: ", kernelPtr,
+          " is not a kernel address of OpenReg device memory");
+    *devPtr = device->memory().toDevice(kernelPtr);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,120 @@
+// api_stream.cpp — C entry points for streams and host-function launches.
+#include "errors.h"
+#include "runtime.h"
+
+using namespace openreg::runtime;
+
+namespace {
+
+constexpr int kLeastPriority = 0;
+constexpr int kGreatestPriority = -2;
+
+orStream_t createStream(unsigned int flags, int priority) {
+  check(flags == orStreamDefault || flags == orStreamNonBlocking, orErrorInvalidValue,
+        "stream flags ", flags, " are not orStreamDefault or orStreamNonBlocking");
+  check(priority <= kLeastPriority && priority >= kGreatestPriority, orErrorInvalidValue,
+        "stream priority ", priority, " is outside [", kGreatestPriority, ", ", kLeastPriority,
+        "] (see orDeviceGetStreamPriorityRange)");
+  Runtime& runtime = Runtime::instance();
+  Device& device = runtime.currentDevice();
+  auto stream = std::make_shared<Stream>(device.index(), priority, flags, false);
+  device.trackStream(stream);
+  return static_cast<orStream_t>(runtime.streams().add(std::move(stream)));
+}
+
+}  // namespace
+
+extern "C" {
+
+orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  return runApi([&] {
+    if (leastPriority != nullptr) *leastPriority = kLeastPriority;
+    if (greatestPriority != nullptr) *greatestPriority = kGreatestPriority;
+  });
+}
+
+orError_t orStreamCreate(orStream_t* stream) {
+  return runApi([&] {
+    checkNotNull(stream, "stream");
+    *stream = createStream(orStreamDefault, kLeastPriority);
+  });
+}
+
+orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int priority) {
+  return runApi([&] {
+    checkNotNull(stream, "stream");
+    *stream = createStream(flags, priority);
+  });
+}
+
+orError_t orStreamDestroy(orStream_t stream) {
+  return runApi([&] {
+    check(stream != nullptr, orErrorInvalidResourceHandle,
+          "the default stream (NULL) cannot be destroyed");
+    Runtime& runtime = Runtime::instance();
+    check(!runtime.streams().get(stream)->isDefault(), orErrorInvalidResourceHandle,
+          "a device's default stream cannot be destroyed");
+    runtime.streams().remove(stream)->close();
+  });
+}
+
+orError_t orStreamQuery(orStream_t stream) {
+  return runApi([&] {
+    std::shared_ptr<Stream> target = Runtime::instance().resolveStream(stream);
+    throwPendingFailure(*target);
+    check(target->idle(), orErrorNotReady, "work on the stream has not completed yet");
+  });
+}
+
+orError_t orStreamSynchronize(orStream_t stream) {
+  return runApi([&] { synchronizeOrThrow(*Runtime::instance().resolveStream(stream)); });
+}
+
+orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int flags) {
+  return runApi([&] {
+    check(flags == 0, orErrorInvalidValue, "orStreamWaitEvent flags must be 0, got ", flags);
+    Runtime& runtime = Runtime::instance();
+    std::shared_ptr<Stream> waiter = runtime.resolveStream(stream);
+    std::shared_ptr<Event::Record> record = runtime.events().get(event)->latest();
+    if (!record) return;  // never recorded: nothing to wait for, as in CUDA
+    waiter->enqueue([record] { record->stream->waitFor(record->sequence); });
+  });
+}
+
+orError_t orStreamGetPriority(orStream_t stream, int* priority) {
+  return runApi([&] {
+    checkNotNull(priority, "priority");
+    *priority = Runtime::instance().resolveStream(stream)->priority();
+  });
+}
+
+orError_t orStreamGetDevice(orStream_t stream, int* device) {
+  return runApi([&] {
+    checkNotNull(device, "device");
+    *device = Runtime::instance().resolveStream(stream)->device();
+  });
+}
+
+orError_t orStreamGetDefault(orStream_t* stream) {
+  return runApi([&] {
+    checkNotNull(stream, "stream");
+    *stream = reinterpret_cast<orStream_t>(Runtime::instance().currentDevice().defaultStream().get());
+  });
+}
+
+orError_t orLaunchHostFunc(orStream_t stream, orHostFn_t fn, void* userData) {
+  return runApi([&] {
+    check(fn != nullptr, orErrorInvalidValue, "orLaunchHostFunc: fn must not be NULL");
+    Runtime::instance().resolveStream(stream)->enqueue([fn, userData] { fn(userData); });
+  });
+}
+
+orError_t orSetKernelError(const char* message) {
+  return runApi([&] {
+    checkNotNull(message, "message");
+    check(reportFailureOfCurrentWork(message), orErrorNotPermitted,
+          "orSetKernelError may only be called from work running on an OpenReg stream");
+  });
+}
+
+}  // extern "C"

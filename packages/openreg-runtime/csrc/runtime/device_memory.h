@@ -1,0 +1,86 @@
+// device_memory.h — one device's memory: a memfd mapped twice.
+//
+// The "device view" is mapped PROT_NONE: its addresses are what the API hands
+// out, and any host access to them faults, at any time. The "kernel view" maps
+// the same file pages read-write at a constant offset; work running on a
+// stream translates device pointers into it (orGetKernelPointer). Protection
+// is therefore never toggled, so kernels pay no system call per operation.
+// Address ranges are sub-allocated page-granular with best fit; freeing punches
+// a hole in the file so the pages go back to the OS.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <utility>
+
+namespace openreg::runtime {
+
+struct Allocation {
+  int device;
+  uintptr_t base;  // device-view address
+  size_t size;     // bytes reserved (page multiple)
+};
+
+class DeviceMemory {
+ public:
+  DeviceMemory(int device, size_t capacity);
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~DeviceMemory();
+
+  // Throws ApiError(orErrorOutOfMemory) when the capacity is exhausted.
+  void* allocate(size_t bytes);
+  // Throws ApiError(orErrorInvalidDevicePointer) unless `pointer` is the start
+  // of a live allocation.
+  void release(void* pointer);
+
+  // The live allocation containing `pointer` (interior pointers included).
+  std::optional<Allocation> find(const void* pointer) const;
+  // As find(), but never blocks: for the SIGSEGV handler.
+  std::optional<Allocation> tryFind(const void* pointer) const noexcept;
+
+  bool containsDeviceAddress(const void* pointer) const noexcept {
+    auto address = reinterpret_cast<uintptr_t>(pointer);
+    return address >= deviceBase_ && address < deviceBase_ + capacity_;
+  }
+  bool containsKernelAddress(const void* pointer) const noexcept {
+    auto address = reinterpret_cast<uintptr_t>(pointer);
+    return address >= kernelBase_ && address < kernelBase_ + capacity_;
+  }
+  void* toKernel(const void* devicePointer) const noexcept {
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(devicePointer) - deviceBase_ +
+                                   kernelBase_);
+  }
+  void* toDevice(const void* kernelPointer) const noexcept {
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(kernelPointer) - kernelBase_ +
+                                   deviceBase_);
+  }
+
+  size_t capacity() const noexcept { return capacity_; }
+  size_t bytesInUse() const;
+  int device() const noexcept { return device_; }
+
+ private:
+  std::optional<Allocation> findLocked(uintptr_t address) const;
+  void insertFreeRange(size_t offset, size_t length);
+  void takeFreeRange(size_t offset, size_t length);
+  void returnPagesToSystem(size_t offset, size_t length);
+
+  const int device_;
+  const size_t capacity_;
+  int fileDescriptor_ = -1;
+  uintptr_t deviceBase_ = 0;
+  uintptr_t kernelBase_ = 0;
+
+  mutable std::mutex mutex_;
+  size_t bytesInUse_ = 0;
+  std::map<size_t, size_t> liveByOffset_;               // offset -> length
+  std::map<size_t, size_t> freeByOffset_;               // offset -> length
+  std::set<std::pair<size_t, size_t>> freeByLength_;    // (length, offset)
+};
+
+}  // namespace openreg::runtime

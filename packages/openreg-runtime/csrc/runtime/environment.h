@@ -1,0 +1,29 @@
+// environment.h — reads and validates the runtime's environment variables.
+//
+// Parsing lives apart from the devices so that a bad value produces one
+// precise message (variable, value, accepted form) and so that the device
+// count can be answered without creating any device.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace openreg::runtime {
+
+struct RuntimeConfig {
+  int deviceCount;
+  size_t deviceMemoryBytes;  // capacity of each device, page-aligned
+};
+
+// Reads OPENREG_DEVICE_COUNT and OPENREG_DEVICE_MEMORY (throws ApiError with
+// orErrorInitialization on invalid values).
+RuntimeConfig readConfigFromEnvironment();
+
+// Parses sizes such as "8GiB", "512M", "1.5GiB", "4096". Binary units for
+// K/M/G/T with or without "iB"; decimal for KB/MB/GB/TB. nullopt if malformed.
+std::optional<size_t> parseByteSize(const std::string& text);
+
+size_t pageSize();
+
+}  // namespace openreg::runtime

@@ -1,0 +1,148 @@
+// stream.cpp — worker thread, FIFO execution and completion tracking.
+#include "stream.h"
+
+#include <chrono>
+#include <exception>
+
+#include "errors.h"
+
+namespace openreg::runtime {
+namespace {
+
+constexpr auto kSpinBudget = std::chrono::microseconds(50);
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Polls `ready` for up to kSpinBudget; true if it became true.
+template <typename Ready>
+bool spinUntil(Ready&& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinBudget;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      cpuRelax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+  }
+}
+
+// Set while a worker runs one piece of work; orSetKernelError writes here.
+thread_local std::optional<std::string>* currentWorkFailure = nullptr;
+}  // namespace
+
+bool reportFailureOfCurrentWork(const std::string& message) {
+  if (currentWorkFailure == nullptr) return false;
+  if (!currentWorkFailure->has_value()) *currentWorkFailure = message;
+  return true;
+}
+
+Stream::Stream(int device, int priority, unsigned flags, bool isDefault)
+    : device_(device), priority_(priority), flags_(flags), isDefault_(isDefault) {}
+
+uint64_t Stream::enqueue(Work work) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check(!closing_, orErrorInvalidResourceHandle, "the stream was destroyed");
+  if (!workerStarted_) startWorkerLocked();
+  queue_.push_back(std::move(work));
+  const uint64_t sequence = enqueued_.load(std::memory_order_relaxed) + 1;
+  enqueued_.store(sequence, std::memory_order_release);
+  if (workerSleeping_) workAvailable_.notify_one();
+  return sequence;
+}
+
+void Stream::startWorkerLocked() {
+  // The worker owns a reference, so a destroyed stream lives until its queue
+  // drains; the thread is detached because nobody may block on destruction.
+  std::thread([self = shared_from_this()] { self->workerLoop(); }).detach();
+  workerStarted_ = true;
+}
+
+void Stream::workerLoop() {
+  Work work;
+  while (takeNext(work)) runOne(work);
+}
+
+bool Stream::takeNext(Work& work) {
+  // Work is pending when more was enqueued than completed (the worker is the
+  // only one completing, and it completes what it takes, in order).
+  spinUntil([&] {
+    return enqueued_.load(std::memory_order_acquire) > completed_.load(std::memory_order_relaxed);
+  });
+  std::unique_lock<std::mutex> lock(mutex_);
+  workerSleeping_ = true;
+  workAvailable_.wait(lock, [&] { return !queue_.empty() || closing_; });
+  workerSleeping_ = false;
+  if (queue_.empty()) return false;  // closing and drained
+  work = std::move(queue_.front());
+  queue_.pop_front();
+  return true;
+}
+
+void Stream::runOne(Work& work) {
+  std::optional<std::string> failure;
+  currentWorkFailure = &failure;
+  try {
+    work();
+  } catch (const std::exception& error) {
+    failure = error.what();
+  } catch (...) {
+    failure = "unknown exception in work enqueued on an OpenReg stream";
+  }
+  currentWorkFailure = nullptr;
+  work = nullptr;  // release captured state before signalling completion
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure && !failure_) failure_ = std::move(failure);
+  completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  if (sleepingWaiters_ > 0) workDone_.notify_all();
+}
+
+bool Stream::isComplete(uint64_t sequence) {
+  return completed_.load(std::memory_order_acquire) >= sequence;
+}
+
+void Stream::waitFor(uint64_t sequence) {
+  if (spinUntil([&] { return isComplete(sequence); })) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  ++sleepingWaiters_;
+  workDone_.wait(lock, [&] { return isComplete(sequence); });
+  --sleepingWaiters_;
+}
+
+void Stream::synchronize() { waitFor(enqueued_.load(std::memory_order_acquire)); }
+
+bool Stream::idle() {
+  return completed_.load(std::memory_order_acquire) >= enqueued_.load(std::memory_order_acquire);
+}
+
+std::optional<std::string> Stream::takeFailure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::optional<std::string> failure = std::move(failure_);
+  failure_.reset();
+  return failure;
+}
+
+void throwPendingFailure(Stream& stream) {
+  if (auto failure = stream.takeFailure()) {
+    fail(orErrorLaunchFailure, "work on an OpenReg stream of device ", stream.device(),
+         " failed: ", *failure);
+  }
+}
+
+void synchronizeOrThrow(Stream& stream) {
+  stream.synchronize();
+  throwPendingFailure(stream);
+}
+
+void Stream::close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  closing_ = true;
+  workAvailable_.notify_all();
+}
+
+}  // namespace openreg::runtime

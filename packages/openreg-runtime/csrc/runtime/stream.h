@@ -1,0 +1,85 @@
+// stream.h — a stream: a FIFO of work executed by its own worker thread.
+//
+// Work is numbered as it is enqueued; the worker counts what it completed.
+// "Has work N finished?" is then one comparison, which is all events,
+// queries and synchronization need. A failing piece of work leaves a message
+// on the stream that the next synchronizing call reports (and clears).
+//
+// Hand-offs spin briefly before sleeping (worker waiting for work, caller
+// waiting for completion): a condition-variable wake-up costs ~60 µs on a
+// small VM, far more than most kernels, so short waits never reach the kernel.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace openreg::runtime {
+
+class Stream : public std::enable_shared_from_this<Stream> {
+ public:
+  using Work = std::function<void()>;
+
+  Stream(int device, int priority, unsigned flags, bool isDefault);
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Appends work; returns its sequence number (1-based).
+  uint64_t enqueue(Work work);
+  bool isComplete(uint64_t sequence);
+  void waitFor(uint64_t sequence);
+  // Waits for everything enqueued so far.
+  void synchronize();
+  bool idle();
+  // Returns and clears the message of the first failed work, if any.
+  std::optional<std::string> takeFailure();
+  // Lets queued work finish, then stops the worker.
+  void close();
+
+  int device() const { return device_; }
+  int priority() const { return priority_; }
+  unsigned flags() const { return flags_; }
+  bool isDefault() const { return isDefault_; }
+
+ private:
+  void startWorkerLocked();
+  void workerLoop();
+  bool takeNext(Work& work);
+  void runOne(Work& work);
+
+  const int device_;
+  const int priority_;
+  const unsigned flags_;
+  const bool isDefault_;
+
+  std::mutex mutex_;
+  std::condition_variable workAvailable_;
+  std::condition_variable workDone_;
+  std::deque<Work> queue_;
+  // Written under mutex_, read without it by spinning waiters.
+  std::atomic<uint64_t> enqueued_{0};
+  std::atomic<uint64_t> completed_{0};
+  std::optional<std::string> failure_;
+  bool workerStarted_ = false;
+  bool workerSleeping_ = false;
+  int sleepingWaiters_ = 0;
+  bool closing_ = false;
+};
+
+// Throws ApiError(orErrorLaunchFailure) carrying the stream's pending failure.
+void throwPendingFailure(Stream& stream);
+// synchronize() followed by throwPendingFailure().
+void synchronizeOrThrow(Stream& stream);
+
+// Inside work run by a worker: records a failure message for that work.
+// Returns false when the calling thread is not running stream work.
+bool reportFailureOfCurrentWork(const std::string& message);
+
+}  // namespace openreg::runtime

@@ -1,0 +1,117 @@
+"""OpenReg runtime: a simulated accelerator, usable from Python and from C.
+
+The device model in brief: devices (``OPENREG_DEVICE_COUNT``) with their own
+memory that host code cannot touch (``DeviceBuffer``), pinned host memory
+(``HostBuffer``), asynchronous FIFO ``Stream``s and ``Event``s. Errors raise
+subclasses of :class:`~openreg_runtime.errors.OpenRegError`.
+
+For native code: :func:`get_include`, :func:`get_library_dir`,
+:func:`library_path`, and :func:`load_library` (call it before importing an
+extension that links against ``libopenreg.so``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ._loader import get_include, get_library_dir, library_path, load_library
+
+load_library()
+
+from ._runtime import (  # noqa: E402  (the library must be loaded first)
+    DeviceBuffer,
+    Event,
+    HostBuffer,
+    MemcpyKind,
+    MemoryType,
+    PointerAttributes,
+    Stream,
+    current_device,
+    device_count,
+    free,
+    free_host,
+    malloc,
+    malloc_host,
+    mem_get_info,
+    memcpy,
+    memcpy_async,
+    memset,
+    pointer_attributes,
+    runtime_version,
+    set_device,
+    stream_priority_range,
+    synchronize,
+)
+from .errors import (  # noqa: E402
+    DeviceMismatchError,
+    InitializationError,
+    InvalidDeviceError,
+    InvalidDevicePointerError,
+    InvalidHandleError,
+    InvalidHostPointerError,
+    InvalidMemcpyDirectionError,
+    InvalidValueError,
+    LaunchFailureError,
+    NotPermittedError,
+    NotReadyError,
+    OpenRegError,
+    OutOfMemoryError,
+)
+
+__version__ = "0.1.0"
+
+
+@contextmanager
+def device(index: int) -> Iterator[None]:
+    """Make ``index`` the calling thread's current device inside the block."""
+    previous = current_device()
+    set_device(index)
+    try:
+        yield
+    finally:
+        set_device(previous)
+
+
+__all__ = [
+    "DeviceBuffer",
+    "DeviceMismatchError",
+    "Event",
+    "HostBuffer",
+    "InitializationError",
+    "InvalidDeviceError",
+    "InvalidDevicePointerError",
+    "InvalidHandleError",
+    "InvalidHostPointerError",
+    "InvalidMemcpyDirectionError",
+    "InvalidValueError",
+    "LaunchFailureError",
+    "MemcpyKind",
+    "MemoryType",
+    "NotPermittedError",
+    "NotReadyError",
+    "OpenRegError",
+    "OutOfMemoryError",
+    "PointerAttributes",
+    "Stream",
+    "current_device",
+    "device",
+    "device_count",
+    "free",
+    "free_host",
+    "get_include",
+    "get_library_dir",
+    "library_path",
+    "load_library",
+    "malloc",
+    "malloc_host",
+    "mem_get_info",
+    "memcpy",
+    "memcpy_async",
+    "memset",
+    "pointer_attributes",
+    "runtime_version",
+    "set_device",
+    "stream_priority_range",
+    "synchronize",
+]

@@ -1,0 +1,234 @@
+/*
+ * openreg.h — C API of the OpenReg simulated accelerator runtime.
+ *
+ * This header is the only contract between the runtime (libopenreg.so) and
+ * its users, including the PyTorch binding. Names follow the CUDA runtime
+ * with an `or` prefix so that habits and tools carry over.
+ *
+ * Conventions
+ *  - Every function returns an orError_t; orSuccess (0) means success. A
+ *    failing call also stores its code and a human-readable message in the
+ *    calling thread's "last error" (orGetLastError / orGetLastErrorMessage).
+ *  - Every function is thread-safe.
+ *  - The "current device" is per host thread and starts at 0.
+ *  - A NULL orStream_t means the default stream of the current device.
+ *  - Device memory is host-inaccessible: dereferencing a device pointer from
+ *    host code faults (the runtime prints a diagnostic line and re-raises
+ *    SIGSEGV). Work that the runtime runs on a stream (orLaunchHostFunc,
+ *    orMemcpy*) reaches the same bytes through orGetKernelPointer.
+ *  - After fork(), the child process cannot use the runtime (every call
+ *    returns orErrorInitialization), as with CUDA; use a spawned process.
+ *
+ * Environment
+ *  OPENREG_DEVICE_COUNT   number of devices, 1..16 (default 2)
+ *  OPENREG_DEVICE_MEMORY  capacity of each device, e.g. "8GiB", "512MiB",
+ *                         "1073741824" (default: a quarter of physical RAM)
+ *  Both are read once, on the first call that needs the devices.
+ */
+#ifndef OPENREG_H_
+#define OPENREG_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Symbols of the C API are exported from libopenreg.so; everything else in
+ * the library is hidden (it is built with -fvisibility=hidden). */
+#if defined(__GNUC__)
+#define OR_API __attribute__((visibility("default")))
+#else
+#define OR_API
+#endif
+
+#define OPENREG_VERSION_MAJOR 0
+#define OPENREG_VERSION_MINOR 1
+#define OPENREG_MAX_DEVICES 16
+
+/* Error codes. Values are stable: they are part of the ABI. */
+typedef enum orError {
+  orSuccess = 0,
+  orErrorInvalidValue = 1,           /* bad argument: NULL, range, flags */
+  orErrorOutOfMemory = 2,            /* device capacity exhausted */
+  orErrorInitialization = 3,         /* bad environment, or used after fork */
+  orErrorInvalidDevice = 4,          /* device index out of range */
+  orErrorInvalidDevicePointer = 5,   /* not (the start of) a live device allocation */
+  orErrorInvalidHostPointer = 6,     /* not a live pinned host allocation */
+  orErrorInvalidMemcpyDirection = 7, /* kind does not match the pointers */
+  orErrorNotReady = 8,               /* queried work has not completed */
+  orErrorInvalidResourceHandle = 9,  /* unknown or destroyed stream/event */
+  orErrorDeviceMismatch = 10,        /* stream and event on different devices */
+  orErrorLaunchFailure = 11,         /* work enqueued on a stream failed */
+  orErrorNotPermitted = 12,          /* e.g. elapsed time of a non-timing event */
+  orErrorUnknown = 999
+} orError_t;
+
+typedef enum orMemcpyKind {
+  orMemcpyHostToHost = 0,
+  orMemcpyHostToDevice = 1,
+  orMemcpyDeviceToHost = 2,
+  orMemcpyDeviceToDevice = 3,
+  orMemcpyDefault = 4 /* inferred from the pointers */
+} orMemcpyKind;
+
+typedef enum orMemoryType {
+  orMemoryTypeUnregistered = 0, /* ordinary (pageable) host memory */
+  orMemoryTypeHost = 1,         /* pinned host memory from orMallocHost */
+  orMemoryTypeDevice = 2        /* device memory from orMalloc */
+} orMemoryType;
+
+typedef struct orPointerAttributes {
+  orMemoryType type;
+  int device;            /* owning device, or -1 for host memory */
+  void* devicePointer;   /* the pointer itself for device memory, else NULL */
+  void* hostPointer;     /* the pointer itself for pinned host memory, else NULL */
+  void* allocationBase;  /* start of the containing allocation (NULL if unregistered) */
+  size_t allocationSize; /* its size in bytes (0 if unregistered) */
+} orPointerAttributes;
+
+typedef struct orStream* orStream_t; /* opaque */
+typedef struct orEvent* orEvent_t;   /* opaque */
+
+/* Flags for orStreamCreateWithPriority and orEventCreateWithFlags. */
+#define orStreamDefault 0x0u
+#define orStreamNonBlocking 0x1u
+#define orEventDefault 0x0u
+#define orEventDisableTiming 0x2u
+
+/* ---- Errors ------------------------------------------------------------- */
+OR_API const char* orGetErrorName(orError_t error);
+OR_API const char* orGetErrorString(orError_t error);
+/* Returns the calling thread's last error and resets it to orSuccess. */
+OR_API orError_t orGetLastError(void);
+/* Returns the calling thread's last error without resetting it. */
+OR_API orError_t orPeekAtLastError(void);
+/* Detail message of the calling thread's last error ("" if none). The pointer
+ * stays valid until the thread's next failing call. */
+OR_API const char* orGetLastErrorMessage(void);
+
+/* ---- Devices ------------------------------------------------------------ */
+OR_API orError_t orGetDeviceCount(int* count);
+OR_API orError_t orSetDevice(int device);
+OR_API orError_t orGetDevice(int* device);
+/* Waits for all work on every stream of the current device. Reports (and
+ * clears) the first failure of work on those streams. */
+OR_API orError_t orDeviceSynchronize(void);
+
+/* ---- Memory ------------------------------------------------------------- */
+/* Allocates `size` bytes on the current device (page-granular; size 0 gives
+ * NULL). Returns orErrorOutOfMemory beyond the device's capacity. */
+OR_API orError_t orMalloc(void** devPtr, size_t size);
+/* Frees a device allocation; NULL is a no-op. The pages go back to the OS. */
+OR_API orError_t orFree(void* devPtr);
+OR_API orError_t orMallocHost(void** ptr, size_t size);
+OR_API orError_t orFreeHost(void* ptr);
+/* Free and total bytes of the current device. */
+OR_API orError_t orMemGetInfo(size_t* free, size_t* total);
+/* Classifies any pointer; interior pointers resolve to their allocation.
+ * Unknown pointers are reported as orMemoryTypeUnregistered (not an error). */
+OR_API orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* ptr);
+/* Synchronous copy: ordered after earlier work on the default stream of the
+ * device involved, returns when the copy is complete. */
+OR_API orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind);
+/* Copy ordered on `stream`. Asynchronous to the host when the host side is
+ * pinned (or both sides are device memory); with pageable host memory it
+ * completes before returning, like CUDA. */
+OR_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind,
+                        orStream_t stream);
+/* Synchronous fill of device memory with a byte value. */
+OR_API orError_t orMemset(void* devPtr, int value, size_t count);
+OR_API orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t stream);
+
+/* Translates a device pointer (interior pointers included) to the address
+ * through which work running on a stream reaches the same bytes. Valid ONLY
+ * inside work the runtime runs (orLaunchHostFunc callbacks); host code that
+ * keeps using it elsewhere breaks the device-memory model. The translation is
+ * a constant per-device offset and takes no lock. */
+OR_API orError_t orGetKernelPointer(void** kernelPtr, const void* devPtr);
+/* The inverse translation. */
+OR_API orError_t orGetDevicePointer(void** devPtr, const void* kernelPtr);
+
+/* ---- Streams ------------------------------------------------------------ */
+/* Priorities range from 0 (least, the default) to -2 (greatest); lower
+ * numbers mean higher priority, as in CUDA. */
+OR_API orError_t orDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
+OR_API orError_t orStreamCreate(orStream_t* stream);
+OR_API orError_t orStreamCreateWithPriority(orStream_t* stream, unsigned int flags, int priority);
+/* Releases the handle at once; queued work still runs to completion. The
+ * default stream (NULL) cannot be destroyed. */
+OR_API orError_t orStreamDestroy(orStream_t stream);
+/* orSuccess if all work on the stream has completed, orErrorNotReady if not. */
+OR_API orError_t orStreamQuery(orStream_t stream);
+OR_API orError_t orStreamSynchronize(orStream_t stream);
+/* Later work on `stream` waits for the event's most recent record. The event
+ * may belong to another device (cross-device ordering). flags must be 0. */
+OR_API orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int flags);
+OR_API orError_t orStreamGetPriority(orStream_t stream, int* priority);
+OR_API orError_t orStreamGetDevice(orStream_t stream, int* device);
+/* The current device's default stream as a real handle (never NULL). */
+OR_API orError_t orStreamGetDefault(orStream_t* stream);
+
+/* Runs fn(userData) on the stream's worker thread, after all earlier work
+ * on the stream. A callback reports failure with orSetKernelError; the
+ * failure surfaces on the next synchronizing call on that stream. */
+typedef void (*orHostFn_t)(void* userData);
+OR_API orError_t orLaunchHostFunc(orStream_t stream, orHostFn_t fn, void* userData);
+/* Called from inside a callback run by orLaunchHostFunc: marks it failed.
+ * Outside a callback it returns orErrorNotPermitted. */
+OR_API orError_t orSetKernelError(const char* message);
+
+/* ---- Events ------------------------------------------------------------- */
+OR_API orError_t orEventCreate(orEvent_t* event);
+OR_API orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags);
+/* Records on `stream`; the stream must belong to the event's device (the
+ * device current when the event was created). */
+OR_API orError_t orEventRecord(orEvent_t event, orStream_t stream);
+/* orSuccess once the most recent record completed (or if never recorded),
+ * orErrorNotReady before. */
+OR_API orError_t orEventQuery(orEvent_t event);
+OR_API orError_t orEventSynchronize(orEvent_t event);
+/* Milliseconds between two completed records of timing-enabled events. */
+OR_API orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end);
+OR_API orError_t orEventDestroy(orEvent_t event);
+
+/* ---- Version ------------------------------------------------------------ */
+OR_API orError_t orRuntimeGetVersion(int* version); /* major * 1000 + minor * 10 */
+
+#ifdef __cplusplus
+} /* extern "C" */
+
+/* ---- C++ convenience (header-only, built on the C API above) ------------ */
+#include <exception>
+#include <functional>
+#include <memory>
+#include <utility>
+
+namespace openreg {
+
+namespace detail {
+inline void runHostCallable(void* userData) {
+  std::unique_ptr<std::function<void()>> work(static_cast<std::function<void()>*>(userData));
+  try {
+    (*work)();
+  } catch (const std::exception& error) {
+    orSetKernelError(error.what());
+  } catch (...) {
+    orSetKernelError("unknown C++ exception in work enqueued on an OpenReg stream");
+  }
+}
+}  // namespace detail
+
+/* Enqueues a C++ callable on `stream`. An exception it throws is reported
+ * like orSetKernelError, with the exception's message. */
+inline orError_t launchHostFunc(orStream_t stream, std::function<void()> work) {
+  auto* heapWork = new std::function<void()>(std::move(work));
+  orError_t status = orLaunchHostFunc(stream, &detail::runHostCallable, heapWork);
+  if (status != orSuccess) delete heapWork;
+  return status;
+}
+
+}  // namespace openreg
+#endif /* __cplusplus */
+
+#endif /* OPENREG_H_ */

@@ -1,0 +1,173 @@
+"""Shared fixtures for the openreg-runtime test suite.
+
+The runtime reads OPENREG_DEVICE_COUNT / OPENREG_DEVICE_MEMORY once per
+process, so the in-process tests run with both unset (the defaults: two
+devices, a quarter of physical RAM each). Everything that depends on the
+environment, on signals or on fork() runs in a fresh interpreter through the
+``run_python`` fixture.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# Must happen before the runtime first reads the environment (first device use).
+for _variable in ("OPENREG_DEVICE_COUNT", "OPENREG_DEVICE_MEMORY"):
+    os.environ.pop(_variable, None)
+
+import openreg_runtime as rt  # noqa: E402
+
+PAGE = os.sysconf("SC_PAGESIZE")
+
+
+def _page_round(size: int) -> int:
+    return (size + PAGE - 1) // PAGE * PAGE
+
+
+@pytest.fixture
+def page_round():
+    """Bytes the runtime reserves for a device allocation of ``size`` bytes."""
+    return _page_round
+
+
+def clean_environment(**overrides: str) -> dict[str, str]:
+    """os.environ without OpenReg variables or Python fault handlers, plus overrides."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("OPENREG_") and key not in ("PYTHONFAULTHANDLER", "PYTHONDEVMODE")
+    }
+    env.update(overrides)
+    return env
+
+
+@pytest.fixture(scope="session")
+def clean_env():
+    """Factory: the environment without OPENREG_* variables, plus overrides."""
+    return clean_environment
+
+
+class PythonResult:
+    """Outcome of a child interpreter run by ``run_python``."""
+
+    def __init__(self, completed: subprocess.CompletedProcess[str]) -> None:
+        self.returncode = completed.returncode
+        self.stdout = completed.stdout
+        self.stderr = completed.stderr
+
+    def json(self):
+        """The JSON document printed on the last line of stdout."""
+        assert self.returncode == 0, f"child failed ({self.returncode}):\n{self.stderr}"
+        lines = [line for line in self.stdout.splitlines() if line.strip()]
+        assert lines, f"child printed nothing; stderr:\n{self.stderr}"
+        return json.loads(lines[-1])
+
+
+@pytest.fixture(scope="session")
+def run_python():
+    """Run Python source in a fresh interpreter (plain, no faulthandler).
+
+    ``env`` entries are added to a copy of the environment from which every
+    OPENREG_* variable has been removed.
+    """
+
+    def run(source: str, env: dict[str, str] | None = None, timeout: float = 60) -> PythonResult:
+        completed = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(source)],
+            env=clean_environment(**(env or {})),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        return PythonResult(completed)
+
+    return run
+
+
+@pytest.fixture(autouse=True)
+def _isolate_runtime_state():
+    """Every test starts and ends on device 0 with all devices idle."""
+    rt.set_device(0)
+    yield
+    rt.set_device(0)
+    for index in range(rt.device_count()):
+        rt.synchronize(device=index)
+
+
+@pytest.fixture
+def device_count() -> int:
+    count = rt.device_count()
+    assert count >= 2, "the in-process tests need the default of two devices"
+    return count
+
+
+@pytest.fixture
+def lib() -> ctypes.CDLL:
+    """libopenreg.so through ctypes, for C-level checks (return codes, last error)."""
+    library = rt.load_library()
+    library.orGetErrorName.restype = ctypes.c_char_p
+    library.orGetErrorName.argtypes = [ctypes.c_int]
+    library.orGetLastErrorMessage.restype = ctypes.c_char_p
+    library.orGetLastErrorMessage.argtypes = []
+    library.orGetLastError.restype = ctypes.c_int
+    library.orPeekAtLastError.restype = ctypes.c_int
+    library.orMemcpy.restype = ctypes.c_int
+    library.orMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return library
+
+
+def _address_of(buffer) -> int:
+    if isinstance(buffer, ctypes.Array | ctypes.Structure):
+        return ctypes.addressof(buffer)
+    view = memoryview(buffer)
+    return ctypes.addressof((ctypes.c_char * view.nbytes).from_buffer(view))
+
+
+@pytest.fixture
+def address_of():
+    """Address of a writable host buffer (bytearray, array, ctypes object, ...)."""
+    return _address_of
+
+
+@pytest.fixture
+def device_memory():
+    """Factory for raw device allocations that are freed after the test."""
+    live: list[int] = []
+
+    def allocate(size: int, device: int | None = None) -> int:
+        pointer = rt.malloc(size, device=device)
+        live.append(pointer)
+        return pointer
+
+    yield allocate
+    for pointer in live:
+        try:
+            rt.free(pointer)
+        except rt.InvalidDevicePointerError:
+            pass  # the test freed it itself
+
+
+@pytest.fixture
+def pinned_memory():
+    """Factory for raw pinned host allocations that are freed after the test."""
+    live: list[int] = []
+
+    def allocate(size: int) -> int:
+        pointer = rt.malloc_host(size)
+        live.append(pointer)
+        return pointer
+
+    yield allocate
+    for pointer in live:
+        try:
+            rt.free_host(pointer)
+        except rt.InvalidHostPointerError:
+            pass  # the test freed it itself

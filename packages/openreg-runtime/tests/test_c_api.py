@@ -1,0 +1,210 @@
+"""The C API used from a C program built only with get_include()/get_library_dir()."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import openreg_runtime as rt
+
+C_PROGRAM = r"""
+#include <stdio.h>
+#include <string.h>
+
+#include "openreg.h"
+
+#define CHECK(call)                                                              \
+  do {                                                                           \
+    orError_t status_ = (call);                                                  \
+    if (status_ != orSuccess) {                                                  \
+      fprintf(stderr, "%s failed: %s: %s\n", #call, orGetErrorName(status_),     \
+              orGetLastErrorMessage());                                          \
+      return 1;                                                                  \
+    }                                                                            \
+  } while (0)
+
+static void fail_in_callback(void* user_data) {
+  (void)user_data;
+  orSetKernelError("kernel says no");
+}
+
+static void add_one(void* user_data) { *(int*)user_data += 1; }
+
+int main(void) {
+  int count = 0;
+  CHECK(orGetDeviceCount(&count));
+  printf("device count %d\n", count);
+
+  int version = 0;
+  CHECK(orRuntimeGetVersion(&version));
+  printf("version %d\n", version);
+
+  enum { N = 64 };
+  int host_in[N], host_out[N];
+  for (int i = 0; i < N; ++i) {
+    host_in[i] = i * i - 7;
+    host_out[i] = -1;
+  }
+
+  size_t free_before = 0, total = 0;
+  CHECK(orMemGetInfo(&free_before, &total));
+
+  void* device = NULL;
+  CHECK(orMalloc(&device, sizeof host_in));
+  size_t free_during = 0;
+  CHECK(orMemGetInfo(&free_during, &total));
+  if (free_during >= free_before) {
+    fprintf(stderr, "orMalloc did not reduce free memory\n");
+    return 1;
+  }
+
+  orPointerAttributes attributes;
+  CHECK(orPointerGetAttributes(&attributes, (char*)device + 8));
+  if (attributes.type != orMemoryTypeDevice || attributes.device != 0 ||
+      attributes.allocationBase != device) {
+    fprintf(stderr, "unexpected pointer attributes\n");
+    return 1;
+  }
+
+  CHECK(orMemcpy(device, host_in, sizeof host_in, orMemcpyHostToDevice));
+  CHECK(orMemcpy(host_out, device, sizeof host_out, orMemcpyDeviceToHost));
+  if (memcmp(host_in, host_out, sizeof host_in) != 0) {
+    fprintf(stderr, "round trip mismatch\n");
+    return 1;
+  }
+  printf("round trip ok\n");
+
+  orError_t wrong = orMemcpy(device, device, sizeof host_in, orMemcpyHostToDevice);
+  printf("wrong kind -> %s (%d)\n", orGetErrorName(wrong), (int)wrong);
+  if (wrong != orErrorInvalidMemcpyDirection) return 1;
+  if (orPeekAtLastError() != orErrorInvalidMemcpyDirection) return 1;
+  if (strstr(orGetLastErrorMessage(), "orMemcpyHostToDevice") == NULL) return 1;
+  if (orGetLastError() != orErrorInvalidMemcpyDirection || orGetLastError() != orSuccess) return 1;
+
+  orError_t bad_kind = orMemcpy(host_out, host_in, 4, (orMemcpyKind)7);
+  printf("kind 7 -> %s\n", orGetErrorName(bad_kind));
+  (void)orGetLastError();
+
+  orStream_t stream = NULL;
+  CHECK(orStreamCreate(&stream));
+  int counter = 0;
+  CHECK(orLaunchHostFunc(stream, add_one, &counter));
+  CHECK(orLaunchHostFunc(stream, fail_in_callback, NULL));
+  CHECK(orLaunchHostFunc(stream, add_one, &counter));
+  orError_t launch = orStreamSynchronize(stream);
+  printf("launch -> %s, counter %d, message has text: %d\n", orGetErrorName(launch), counter,
+         strstr(orGetLastErrorMessage(), "kernel says no") != NULL);
+  (void)orGetLastError();
+  CHECK(orStreamSynchronize(stream));
+  CHECK(orStreamDestroy(stream));
+  if (orSetKernelError("outside") != orErrorNotPermitted) return 1;
+  (void)orGetLastError();
+
+  CHECK(orFree(device));
+  size_t free_after = 0;
+  CHECK(orMemGetInfo(&free_after, &total));
+  printf("free == total: %d\n", free_after == total);
+  if (free_after != total) return 1;
+
+  if (orFree(device) != orErrorInvalidDevicePointer) return 1;
+  printf("%s: %s\n", orGetErrorName(orGetLastError()),
+         orGetErrorString(orErrorInvalidDevicePointer));
+  printf("done\n");
+  return 0;
+}
+"""
+
+
+def test_c_compiler_is_available():
+    assert shutil.which("cc") is not None, "a C compiler (cc) is required to test the C API"
+
+
+@pytest.fixture(scope="module")
+def c_compiler():
+    compiler = shutil.which("cc")
+    assert compiler is not None, "a C compiler (cc) is required to test the C API"
+    return compiler
+
+
+@pytest.fixture(scope="module")
+def program(c_compiler, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("c_api")
+    source = directory / "uses_openreg.c"
+    source.write_text(C_PROGRAM)
+    executable = directory / "uses_openreg"
+    library_dir = rt.get_library_dir()
+    command = [
+        c_compiler,
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-pedantic",
+        f"-I{rt.get_include()}",
+        str(source),
+        "-o",
+        str(executable),
+        f"-L{library_dir}",
+        "-lopenreg",
+        f"-Wl,-rpath,{library_dir}",
+    ]
+    build = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert build.returncode == 0, f"{' '.join(command)}\n{build.stderr}"
+    return executable
+
+
+def test_paths_point_at_the_installed_files():
+    assert (Path(rt.get_include()) / "openreg.h").is_file()
+    assert (Path(rt.get_library_dir()) / "libopenreg.so").is_file()
+    assert Path(rt.library_path()) == Path(rt.get_library_dir()) / "libopenreg.so"
+
+
+def test_c_program_uses_the_runtime(program, clean_env):
+    result = subprocess.run(
+        [str(program)],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert result.stdout.splitlines() == [
+        "device count 2",
+        "version 10",
+        "round trip ok",
+        "wrong kind -> orErrorInvalidMemcpyDirection (7)",
+        "kind 7 -> orErrorInvalidMemcpyDirection",
+        "launch -> orErrorLaunchFailure, counter 2, message has text: 1",
+        "free == total: 1",
+        "orErrorInvalidDevicePointer: invalid device pointer",
+        "done",
+    ]
+
+
+def test_c_program_sees_the_environment(program, clean_env):
+    result = subprocess.run(
+        [str(program)],
+        capture_output=True,
+        text=True,
+        env=clean_env(OPENREG_DEVICE_COUNT="5"),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "device count 5"
+
+
+def test_c_program_reports_bad_environment(program, clean_env):
+    result = subprocess.run(
+        [str(program)],
+        capture_output=True,
+        text=True,
+        env=clean_env(OPENREG_DEVICE_COUNT="99"),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "orGetDeviceCount(&count) failed: orErrorInitialization" in result.stderr
+    assert "OPENREG_DEVICE_COUNT='99' is invalid" in result.stderr

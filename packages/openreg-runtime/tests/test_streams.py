@@ -1,0 +1,287 @@
+"""Streams: priorities, default stream, asynchrony, FIFO order, failures, cross-stream order."""
+
+import threading
+import time
+
+import pytest
+
+import openreg_runtime as rt
+
+
+def test_priority_range():
+    assert rt.stream_priority_range() == (0, -2)
+
+
+@pytest.mark.parametrize("priority", [0, -1, -2])
+@pytest.mark.parametrize("device", [0, 1])
+def test_create_with_priority(priority, device):
+    stream = rt.Stream(device=device, priority=priority)
+    assert stream.priority == priority
+    assert stream.device == device
+    assert stream.query() is True
+
+
+def test_default_arguments():
+    stream = rt.Stream()
+    assert stream.priority == 0
+    assert stream.device == 0
+    with rt.device(1):
+        assert rt.Stream().device == 1
+
+
+@pytest.mark.parametrize("priority", [1, -3, 100, -100])
+def test_out_of_range_priority_is_invalid_value(priority):
+    with pytest.raises(
+        rt.InvalidValueError, match=rf"stream priority {priority} is outside"
+    ) as info:
+        rt.Stream(priority=priority)
+    assert "[-2, 0]" in str(info.value)
+
+
+def test_default_stream():
+    default = rt.Stream.default()
+    assert default == rt.Stream.default()
+    assert hash(default) == hash(rt.Stream.default())
+    assert default.device == 0
+    assert default.priority == 0
+    assert default.handle != 0
+    assert rt.Stream.default(device=1).device == 1
+    assert rt.Stream.default(device=1) != default
+    with rt.device(1):
+        assert rt.Stream.default() == rt.Stream.default(device=1)
+    assert rt.current_device() == 0
+
+
+def test_comparison_with_other_types_is_false_not_an_error():
+    stream = rt.Stream()
+    assert (stream == 5) is False
+    assert stream != None  # noqa: E711 (the comparison itself is under test)
+    assert stream in [None, "default", stream]
+
+
+def test_new_streams_are_distinct():
+    first, second = rt.Stream(), rt.Stream()
+    assert first != second
+    assert first != rt.Stream.default()
+    assert first.handle != second.handle
+    assert len({first, second, rt.Stream.default(), rt.Stream.default()}) == 3
+
+
+def test_query_and_synchronize_on_idle_stream():
+    stream = rt.Stream()
+    assert stream.query() is True
+    stream.synchronize()
+    assert stream.query() is True
+
+
+@pytest.mark.parametrize("use_default", [False, True], ids=["created", "default"])
+def test_work_is_asynchronous(use_default):
+    stream = rt.Stream.default() if use_default else rt.Stream()
+    stream.sleep(0.3)
+    assert stream.query() is False
+    stream.synchronize()
+    assert stream.query() is True
+
+
+@pytest.mark.parametrize("seconds", [-1.0, float("nan")])
+def test_sleep_rejects_bad_durations(seconds):
+    with pytest.raises(ValueError, match="sleep duration must be a non-negative number"):
+        rt.Stream().sleep(seconds)
+
+
+def test_work_runs_in_fifo_order():
+    stream = rt.Stream()
+    order = []
+    for index in range(50):
+        if index % 10 == 0:
+            stream.sleep(0.005)
+        stream.launch(lambda index=index: order.append(index))
+    stream.synchronize()
+    assert order == list(range(50))
+
+
+def test_launched_work_runs_on_another_thread():
+    stream = rt.Stream()
+    seen = []
+    stream.launch(lambda: seen.append(threading.get_ident()))
+    stream.synchronize()
+    assert seen
+    assert seen[0] != threading.get_ident()
+
+
+def test_launch_requires_a_callable():
+    with pytest.raises(TypeError, match="incompatible function arguments"):
+        rt.Stream().launch(42)
+
+
+def test_launch_failure_surfaces_at_synchronize_and_stream_stays_usable():
+    stream = rt.Stream()
+    ran = []
+
+    def explode():
+        raise KeyError("the original message")
+
+    stream.launch(explode)
+    stream.launch(lambda: ran.append("after"))  # later work still runs
+    with pytest.raises(rt.LaunchFailureError, match="the original message") as info:
+        stream.synchronize()
+    message = str(info.value)
+    assert "KeyError" in message
+    assert "work on an OpenReg stream of device 0 failed" in message
+    assert "[orErrorLaunchFailure]" in message
+    assert ran == ["after"]
+    # Reported once, then the stream is usable again.
+    stream.synchronize()
+    assert stream.query() is True
+    stream.launch(lambda: ran.append("again"))
+    stream.synchronize()
+    assert ran == ["after", "again"]
+
+
+def test_only_the_first_failure_is_reported():
+    stream = rt.Stream()
+
+    def fail(text):
+        def raiser():
+            raise RuntimeError(text)
+
+        return raiser
+
+    stream.launch(fail("first failure"))
+    stream.launch(fail("second failure"))
+    with pytest.raises(rt.LaunchFailureError, match="first failure") as info:
+        stream.synchronize()
+    assert "second failure" not in str(info.value)
+    stream.synchronize()
+
+
+def test_launch_failure_surfaces_at_query():
+    stream = rt.Stream()
+    stream.launch(lambda: 1 / 0)
+    deadline = time.monotonic() + 10
+    with pytest.raises(rt.LaunchFailureError, match="ZeroDivisionError"):
+        while stream.query() is False and time.monotonic() < deadline:
+            time.sleep(0.001)
+    assert stream.query() is True
+
+
+def test_failure_on_device_one_is_reported_with_its_device():
+    stream = rt.Stream(device=1)
+    stream.launch(lambda: [][1])
+    with pytest.raises(rt.LaunchFailureError, match=r"stream of device 1 failed.*IndexError"):
+        stream.synchronize()
+
+
+def test_wait_event_orders_two_streams():
+    producer, consumer = rt.Stream(), rt.Stream()
+    state = {"produced": False}
+    observed = []
+    producer.sleep(0.3)
+    producer.launch(lambda: state.update(produced=True))
+    event = producer.record_event()
+    consumer.wait_event(event)
+    consumer.launch(lambda: observed.append(state["produced"]))
+    consumer.synchronize()
+    assert observed == [True]
+
+
+def test_wait_stream_orders_two_streams():
+    producer, consumer = rt.Stream(), rt.Stream(priority=-2)
+    state = {"produced": False}
+    observed = []
+    producer.sleep(0.3)
+    producer.launch(lambda: state.update(produced=True))
+    consumer.wait_stream(producer)
+    consumer.launch(lambda: observed.append(state["produced"]))
+    consumer.synchronize()
+    assert observed == [True]
+    assert producer.query() is True
+
+
+def test_wait_stream_across_devices():
+    producer, consumer = rt.Stream(device=0), rt.Stream(device=1)
+    state = {"produced": False}
+    observed = []
+    producer.sleep(0.3)
+    producer.launch(lambda: state.update(produced=True))
+    consumer.wait_stream(producer)
+    consumer.launch(lambda: observed.append(state["produced"]))
+    consumer.synchronize()
+    assert observed == [True]
+
+
+def test_without_waiting_streams_are_independent():
+    slow, fast = rt.Stream(), rt.Stream()
+    slow.sleep(0.5)
+    fast.launch(lambda: None)
+    fast.synchronize()
+    assert slow.query() is False
+    slow.synchronize()
+
+
+def test_waiting_for_a_never_recorded_event_is_a_no_op():
+    stream = rt.Stream()
+    stream.wait_event(rt.Event())
+    stream.synchronize()
+
+
+def test_record_event():
+    stream = rt.Stream(device=1)
+    event = stream.record_event()
+    assert isinstance(event, rt.Event)
+    assert event.enable_timing is False
+    stream.sleep(0.3)
+    mine = rt.Event(enable_timing=True, device=1)
+    assert stream.record_event(mine) is mine
+    assert mine.query() is False
+    stream.synchronize()
+    assert mine.query() is True
+
+
+def test_device_synchronize_waits_for_every_stream_of_the_device():
+    streams = [rt.Stream(), rt.Stream(priority=-1), rt.Stream.default()]
+    for stream in streams:
+        stream.sleep(0.2)
+    rt.synchronize()
+    assert [stream.query() for stream in streams] == [True, True, True]
+
+
+def test_device_synchronize_waits_for_work_of_destroyed_streams():
+    ran = []
+    stream = rt.Stream()
+    stream.sleep(0.2)
+    stream.launch(lambda: ran.append(True))
+    del stream  # destroys the handle; queued work still runs to completion
+    rt.synchronize()
+    assert ran == [True]
+
+
+def test_streams_of_device_one_are_independent_of_device_zero():
+    on_one = rt.Stream(device=1)
+    on_one.sleep(0.5)
+    on_zero = rt.Stream(device=0)
+    on_zero.launch(lambda: None)
+    rt.synchronize(device=0)
+    assert on_one.query() is False, "synchronizing device 0 waited for device 1"
+    rt.synchronize(device=1)
+    assert on_one.query() is True
+
+
+def test_streams_can_be_used_from_several_threads():
+    stream = rt.Stream()
+    results = []
+
+    def worker(index):
+        for step in range(20):
+            stream.launch(lambda step=step: results.append((index, step)))
+        stream.synchronize()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(results) == [(i, s) for i in range(4) for s in range(20)]
+    for index in range(4):
+        steps = [step for owner, step in results if owner == index]
+        assert steps == list(range(20)), "work of one thread ran out of order"

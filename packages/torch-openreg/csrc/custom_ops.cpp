@@ -1,0 +1,81 @@
+// custom_ops.cpp — a backend-specific operator with an autograd formula.
+//
+// torch.ops.openreg.swish(x) = x * sigmoid(x), the pattern for adding an
+// operator of your own:
+//   1. declare its schema (TORCH_LIBRARY);
+//   2. give it kernels per backend: a hand-written loop over device memory for
+//      openreg (inside runOnDevice, through KernelContext aliases) and ATen
+//      ops for the CPU;
+//   3. give it a derivative (a torch::autograd::Function registered for the
+//      Autograd key), so it trains like any built-in operator.
+#include <ATen/Dispatch.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/sigmoid.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "kernel_context.h"
+#include "kernel_launch.h"
+
+namespace torch_openreg {
+namespace {
+
+at::Tensor swishOpenReg(const at::Tensor& x) {
+  const at::Tensor input = x.contiguous();
+  at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
+  const c10::DeviceIndex device = input.device().index();
+  runOnDevice(device, [&] {
+    KernelContext context(device);
+    const at::Tensor in = context.alias(input);
+    at::Tensor out = context.alias(output);
+    AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "openreg_swish", [&] {
+      const scalar_t* source = in.const_data_ptr<scalar_t>();
+      scalar_t* target = out.mutable_data_ptr<scalar_t>();
+      for (int64_t i = 0; i < in.numel(); ++i) {
+        target[i] = source[i] / (scalar_t(1) + std::exp(-source[i]));
+      }
+    });
+  });
+  return output;
+}
+
+at::Tensor swishCpu(const at::Tensor& x) { return x * at::sigmoid(x); }
+
+at::Tensor callSwish(const at::Tensor& x) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("openreg::swish", "")
+                       .typed<at::Tensor(const at::Tensor&)>();
+  return op.call(x);
+}
+
+class SwishFunction : public torch::autograd::Function<SwishFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* context, const at::Tensor& x) {
+    context->save_for_backward({x});
+    at::AutoDispatchBelowADInplaceOrView belowAutograd;
+    return callSwish(x);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* context,
+                                                 torch::autograd::variable_list gradOutputs) {
+    const at::Tensor x = context->get_saved_variables()[0];
+    const at::Tensor s = at::sigmoid(x);
+    return {gradOutputs[0] * (s + x * s * (1 - s))};
+  }
+};
+
+at::Tensor swishAutograd(const at::Tensor& x) { return SwishFunction::apply(x); }
+
+TORCH_LIBRARY(openreg, m) {
+  m.def("swish(Tensor x) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(openreg, PrivateUse1, m) { m.impl("swish", TORCH_FN(swishOpenReg)); }
+TORCH_LIBRARY_IMPL(openreg, CPU, m) { m.impl("swish", TORCH_FN(swishCpu)); }
+TORCH_LIBRARY_IMPL(openreg, Autograd, m) { m.impl("swish", TORCH_FN(swishAutograd)); }
+
+}  // namespace
+}  // namespace torch_openreg

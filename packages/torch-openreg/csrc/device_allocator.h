@@ -1,0 +1,39 @@
+// device_allocator.h — the c10::DeviceAllocator for openreg device memory.
+//
+// Registered for DeviceType::PrivateUse1, so at::empty(device="openreg"),
+// torch.accelerator.memory_* and the stats in torch.openreg all use it.
+// Each allocation is one runtime orMalloc (no caching yet); the DataPtr's
+// context is a Block that records device and size for the statistics.
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <cstddef>
+
+namespace torch_openreg {
+
+class DeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override;  // on the current device
+  c10::DataPtr allocateOn(c10::DeviceIndex device, size_t nbytes);
+  c10::DeleterFnPtr raw_deleter() const override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override;
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
+
+  // True when `deleter` belongs to this allocator (used to recognise device
+  // memory that a CPU kernel allocated through the kernel-output allocator).
+  static bool ownsDeleter(c10::DeleterFnPtr deleter);
+  // Device pointer of a DataPtr context produced by this allocator.
+  static void* devicePointerOf(void* context);
+};
+
+DeviceAllocator& deviceAllocator();
+
+}  // namespace torch_openreg

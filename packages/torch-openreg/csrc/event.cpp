@@ -1,0 +1,60 @@
+// event.cpp — guard event operations over orEvent_t.
+#include "event.h"
+
+#include <c10/util/Exception.h>
+
+#include "device.h"
+#include "runtime_check.h"
+#include "stream.h"
+
+namespace torch_openreg {
+namespace {
+orEvent_t asEvent(void* event) { return static_cast<orEvent_t>(event); }
+}  // namespace
+
+void recordEvent(void** event, const c10::Stream& stream, c10::EventFlag flag) {
+  if (*event == nullptr) {
+    DeviceScope scope(stream.device_index());
+    // As in CUDA, BACKEND_DEFAULT events time; PYTORCH_DEFAULT ones do not.
+    const unsigned flags = flag == c10::EventFlag::BACKEND_DEFAULT ? orEventDefault : orEventDisableTiming;
+    orEvent_t created = nullptr;
+    OPENREG_CHECK(orEventCreateWithFlags(&created, flags));
+    *event = created;
+  }
+  OPENREG_CHECK(orEventRecord(asEvent(*event), nativeHandle(stream)));
+}
+
+void blockStream(void* event, const c10::Stream& stream) {
+  if (event == nullptr) return;
+  OPENREG_CHECK(orStreamWaitEvent(nativeHandle(stream), asEvent(event), 0));
+}
+
+bool queryEvent(void* event) {
+  if (event == nullptr) return true;
+  const orError_t status = orEventQuery(asEvent(event));
+  if (status == orErrorNotReady) {
+    orGetLastError();
+    return false;
+  }
+  OPENREG_CHECK(status);
+  return true;
+}
+
+void synchronizeEvent(void* event) {
+  if (event == nullptr) return;
+  OPENREG_CHECK(orEventSynchronize(asEvent(event)));
+}
+
+double elapsedMilliseconds(void* start, void* end) {
+  TORCH_CHECK(start != nullptr && end != nullptr,
+              "Both events must be recorded before calculating elapsed time.");
+  float milliseconds = 0;
+  OPENREG_CHECK(orEventElapsedTime(&milliseconds, asEvent(start), asEvent(end)));
+  return milliseconds;
+}
+
+void destroyEvent(void* event) noexcept {
+  if (event != nullptr && orEventDestroy(asEvent(event)) != orSuccess) orGetLastError();
+}
+
+}  // namespace torch_openreg

@@ -1,0 +1,21 @@
+// event.h — events for the device guard (torch.Event / torch.openreg.Event).
+//
+// c10 hands events around as opaque void*; here they are runtime orEvent_t
+// handles, created lazily on first record on the recording stream's device.
+#pragma once
+
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+namespace torch_openreg {
+
+// Records on `stream`, creating the event in *event if it is still null.
+void recordEvent(void** event, const c10::Stream& stream, c10::EventFlag flag);
+// Makes later work on `stream` wait for the event's last record (no-op if null).
+void blockStream(void* event, const c10::Stream& stream);
+bool queryEvent(void* event);
+void synchronizeEvent(void* event);
+double elapsedMilliseconds(void* start, void* end);
+void destroyEvent(void* event) noexcept;
+
+}  // namespace torch_openreg

@@ -1,0 +1,83 @@
+// generator.cpp — openreg generators wrapping CPU engines; default per device.
+#include "generator.h"
+
+#include <openreg.h>
+
+#include <array>
+#include <mutex>
+
+#include "device.h"
+
+namespace torch_openreg {
+
+GeneratorImpl::GeneratorImpl(c10::DeviceIndex device, uint64_t seed)
+    : c10::GeneratorImpl(openregDevice(device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+      engine_(at::detail::createCPUGenerator(seed)) {}
+
+// The engine has its own mutex, which CPU kernels take; state access takes it
+// too so that it never races with a kernel drawing numbers.
+void GeneratorImpl::set_current_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(engine_.mutex());
+  engine_.set_current_seed(seed);
+}
+
+void GeneratorImpl::set_offset(uint64_t offset) {
+  std::lock_guard<std::mutex> lock(engine_.mutex());
+  engine_.set_offset(offset);
+}
+
+uint64_t GeneratorImpl::get_offset() const {
+  std::lock_guard<std::mutex> lock(engine_.mutex());
+  return engine_.get_offset();
+}
+
+uint64_t GeneratorImpl::current_seed() const {
+  std::lock_guard<std::mutex> lock(engine_.mutex());
+  return engine_.current_seed();
+}
+
+uint64_t GeneratorImpl::seed() {
+  std::lock_guard<std::mutex> lock(engine_.mutex());
+  return engine_.seed();
+}
+
+void GeneratorImpl::set_state(const c10::TensorImpl& state) {
+  std::lock_guard<std::mutex> lock(engine_.mutex());
+  engine_.unsafeGetGeneratorImpl()->set_state(state);
+}
+
+c10::intrusive_ptr<c10::TensorImpl> GeneratorImpl::get_state() const {
+  std::lock_guard<std::mutex> lock(engine_.mutex());
+  return engine_.unsafeGetGeneratorImpl()->get_state();
+}
+
+GeneratorImpl* GeneratorImpl::clone_impl() const {
+  auto* copy = new GeneratorImpl(device().index());
+  std::lock_guard<std::mutex> lock(engine_.mutex());
+  copy->engine_ = engine_.clone();
+  return copy;
+}
+
+const at::Generator& defaultGenerator(c10::DeviceIndex device) {
+  static std::array<std::once_flag, OPENREG_MAX_DEVICES> once;
+  static std::array<at::Generator, OPENREG_MAX_DEVICES> generators;
+  device = resolveDevice(device);
+  std::call_once(once[device], [device] {
+    generators[device] = at::make_generator<GeneratorImpl>(device);
+    generators[device].seed();  // non-deterministic until seeded, like CUDA
+  });
+  return generators[device];
+}
+
+at::Generator newGenerator(c10::DeviceIndex device) {
+  return at::make_generator<GeneratorImpl>(resolveDevice(device));
+}
+
+at::Generator engineOf(const at::Generator& generator) {
+  if (!generator.defined() || generator.device().type() != c10::DeviceType::PrivateUse1) {
+    return generator;
+  }
+  return generator.get<GeneratorImpl>()->engine();
+}
+
+}  // namespace torch_openreg

@@ -1,0 +1,98 @@
+// guard.cpp — device/stream/event operations for device-generic PyTorch code.
+#include "guard.h"
+
+#include <c10/util/Exception.h>
+
+#include "device.h"
+#include "device_allocator.h"
+#include "event.h"
+#include "runtime_check.h"
+#include "stream.h"
+
+namespace torch_openreg {
+namespace {
+void checkType(const c10::Device& device) {
+  TORCH_CHECK(device.type() == GuardImpl::kType, "expected an openreg device, got ", device);
+}
+}  // namespace
+
+c10::Device GuardImpl::exchangeDevice(c10::Device device) const {
+  checkType(device);
+  const c10::Device previous = getDevice();
+  if (previous.index() != device.index()) setDevice(device);
+  return previous;
+}
+
+c10::Device GuardImpl::getDevice() const { return openregDevice(currentDevice()); }
+
+void GuardImpl::setDevice(c10::Device device) const {
+  checkType(device);
+  setCurrentDevice(device.index());
+}
+
+void GuardImpl::uncheckedSetDevice(c10::Device device) const noexcept {
+  if (orSetDevice(device.index()) != orSuccess) orGetLastError();
+}
+
+c10::DeviceIndex GuardImpl::deviceCount() const noexcept { return torch_openreg::deviceCount(); }
+
+c10::Stream GuardImpl::getStream(c10::Device device) const { return currentStream(device.index()); }
+
+c10::Stream GuardImpl::getDefaultStream(c10::Device device) const {
+  return defaultStream(device.index());
+}
+
+c10::Stream GuardImpl::getStreamFromGlobalPool(c10::Device device, bool isHighPriority) const {
+  return streamFromPool(device.index(), isHighPriority ? kGreatestPriority : kLeastPriority);
+}
+
+c10::Stream GuardImpl::getNewStream(c10::Device device, int priority) const {
+  return streamFromPool(device.index(), priority);
+}
+
+c10::Stream GuardImpl::exchangeStream(c10::Stream stream) const {
+  return torch_openreg::exchangeStream(stream);
+}
+
+void* GuardImpl::getStreamNativeHandle(const c10::Stream stream) const { return nativeHandle(stream); }
+
+bool GuardImpl::queryStream(const c10::Stream& stream) const { return torch_openreg::queryStream(stream); }
+
+void GuardImpl::synchronizeStream(const c10::Stream& stream) const {
+  torch_openreg::synchronizeStream(stream);
+}
+
+void GuardImpl::synchronizeDevice(const c10::DeviceIndex deviceIndex) const {
+  DeviceScope scope(resolveDevice(deviceIndex));
+  OPENREG_CHECK(orDeviceSynchronize());
+}
+
+void GuardImpl::record(void** event, const c10::Stream& stream, const c10::DeviceIndex deviceIndex,
+                       const c10::EventFlag flag) const {
+  TORCH_CHECK(deviceIndex == -1 || deviceIndex == stream.device_index(), "Event device index ",
+              static_cast<int>(deviceIndex), " does not match recording stream's device index ",
+              static_cast<int>(stream.device_index()), ".");
+  recordEvent(event, stream, flag);
+}
+
+void GuardImpl::block(void* event, const c10::Stream& stream) const { blockStream(event, stream); }
+
+bool GuardImpl::queryEvent(void* event) const { return torch_openreg::queryEvent(event); }
+
+void GuardImpl::synchronizeEvent(void* event) const { torch_openreg::synchronizeEvent(event); }
+
+double GuardImpl::elapsedTime(void* start, void* end, const c10::DeviceIndex /*deviceIndex*/) const {
+  return elapsedMilliseconds(start, end);
+}
+
+void GuardImpl::destroyEvent(void* event, const c10::DeviceIndex /*deviceIndex*/) const noexcept {
+  torch_openreg::destroyEvent(event);
+}
+
+void GuardImpl::recordDataPtrOnStream(const c10::DataPtr& dataPtr, const c10::Stream& stream) const {
+  deviceAllocator().recordStream(dataPtr, stream);
+}
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, GuardImpl);
+
+}  // namespace torch_openreg

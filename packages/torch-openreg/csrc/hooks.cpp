@@ -1,0 +1,67 @@
+// hooks.cpp — PrivateUse1 hooks over the runtime.
+#include "hooks.h"
+
+#include <c10/util/Exception.h>
+
+#include "device.h"
+#include "generator.h"
+#include "host_allocator.h"
+#include "runtime_check.h"
+#include "storage_resize.h"
+
+namespace torch_openreg {
+
+bool Hooks::isAvailable() const { return torch_openreg::deviceCount() > 0; }
+
+bool Hooks::hasPrimaryContext(c10::DeviceIndex device) const { return deviceUsed(device); }
+
+void Hooks::init() const {
+  // Surfaces an invalid OPENREG_DEVICE_COUNT/OPENREG_DEVICE_MEMORY as an error.
+  int count = 0;
+  OPENREG_CHECK(orGetDeviceCount(&count));
+}
+
+c10::DeviceIndex Hooks::deviceCount() const { return torch_openreg::deviceCount(); }
+
+void Hooks::setCurrentDevice(c10::DeviceIndex device) const { torch_openreg::setCurrentDevice(device); }
+
+c10::DeviceIndex Hooks::getCurrentDevice() const { return currentDevice(); }
+
+c10::DeviceIndex Hooks::exchangeDevice(c10::DeviceIndex device) const {
+  const c10::DeviceIndex previous = currentDevice();
+  if (device >= 0 && device != previous) torch_openreg::setCurrentDevice(device);
+  return previous;
+}
+
+c10::DeviceIndex Hooks::maybeExchangeDevice(c10::DeviceIndex device) const {
+  return exchangeDevice(device);
+}
+
+bool Hooks::isPinnedPtr(const void* data) const { return HostAllocator::isPinned(data); }
+
+at::Allocator* Hooks::getPinnedMemoryAllocator() const { return &hostAllocator(); }
+
+at::Device Hooks::getDeviceFromPtr(void* data) const {
+  orPointerAttributes attributes{};
+  OPENREG_CHECK(orPointerGetAttributes(&attributes, data));
+  TORCH_CHECK(attributes.type == orMemoryTypeDevice, "pointer ", data,
+              " is not openreg device memory");
+  return openregDevice(static_cast<c10::DeviceIndex>(attributes.device));
+}
+
+const at::Generator& Hooks::getDefaultGenerator(c10::DeviceIndex device) const {
+  return defaultGenerator(device);
+}
+
+at::Generator Hooks::getNewGenerator(c10::DeviceIndex device) const { return newGenerator(device); }
+
+void Hooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newSize) const {
+  resizeStorageBytes(storage.unsafeGetStorageImpl(), newSize);
+}
+
+void registerHooks() {
+  static Hooks* hooks = new Hooks();
+  at::RegisterPrivateUse1HooksInterface(hooks);
+}
+
+}  // namespace torch_openreg

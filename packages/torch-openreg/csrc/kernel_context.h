@@ -1,0 +1,51 @@
+// kernel_context.h — CPU aliases of openreg tensors, for one kernel launch.
+//
+// Inside stream work, an openreg tensor is reached through a CPU tensor that
+// views the same bytes at their kernel-view address (alias). CPU kernels run
+// on aliases unchanged. Afterwards the context maps CPU results back:
+//   * a result viewing an input's alias storage -> a view of that input;
+//   * a result allocated during the kernel (device memory, see
+//     kernel_allocator.h) -> an openreg tensor owning that memory;
+//   * anything else (host memory) -> copied into new device memory.
+// and applies in-place metadata changes (resize) of mutated aliases back to
+// the openreg tensors. Valid only inside runOnDevice().
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <unordered_map>
+
+namespace torch_openreg {
+
+class KernelContext {
+ public:
+  explicit KernelContext(c10::DeviceIndex device) : device_(device) {}
+
+  // CPU alias of an openreg tensor (other tensors are returned unchanged).
+  at::Tensor alias(const at::Tensor& tensor);
+  // The openreg tensor for a CPU result of a kernel.
+  at::Tensor adopt(const at::Tensor& result);
+  // Applies size/stride/storage changes of `alias(original)` to `original`.
+  void writeBack(const at::Tensor& original);
+
+  c10::DeviceIndex device() const { return device_; }
+
+ private:
+  struct AliasedStorage {
+    c10::Storage original;  // openreg storage
+    c10::Storage alias;     // CPU storage over its kernel view
+    void* kernelData;       // alias data pointer at creation
+  };
+
+  AliasedStorage& aliasStorage(const c10::Storage& original);
+  at::Tensor viewOf(const c10::Storage& storage, const at::Tensor& layout);
+  c10::Storage adoptStorage(const c10::Storage& cpuStorage);
+
+  c10::DeviceIndex device_;
+  std::unordered_map<const c10::StorageImpl*, AliasedStorage> byOriginal_;
+  std::unordered_map<const c10::StorageImpl*, const c10::StorageImpl*> originalOfAlias_;
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> adopted_;
+  std::unordered_map<const at::TensorImpl*, at::Tensor> aliasOfTensor_;
+};
+
+}  // namespace torch_openreg

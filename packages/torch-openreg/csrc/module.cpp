@@ -1,0 +1,75 @@
+// module.cpp — torch_openreg._C: registration entry point and Python helpers.
+//
+// Importing _C registers the allocators, guard and kernels (static
+// initialisers in their files); _init() then registers the hooks, installs the
+// kernel allocator and validates OPENREG_FALLBACK. The functions below back
+// torch.openreg; names mirror torch.cuda's private _C functions.
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include "device.h"
+#include "device_allocator.h"
+#include "fallback.h"
+#include "generator.h"
+#include "hooks.h"
+#include "kernel_allocator.h"
+#include "runtime_check.h"
+
+namespace py = pybind11;
+
+namespace torch_openreg {
+namespace {
+
+void initialize() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registerHooks();
+    installKernelAllocator();
+  });
+  fallbackMode();  // throws with a clear message if OPENREG_FALLBACK is invalid
+}
+
+py::object defaultGeneratorObject(c10::DeviceIndex device) {
+  return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(defaultGenerator(device)));
+}
+
+void synchronizeDevice(c10::DeviceIndex device) {
+  DeviceScope scope(resolveDevice(device));
+  py::gil_scoped_release release;
+  OPENREG_CHECK(orDeviceSynchronize());
+}
+
+}  // namespace
+}  // namespace torch_openreg
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_openreg;
+  m.doc() = "Native part of torch_openreg (use torch.openreg instead).";
+  m.def("_init", &initialize);
+  m.def("_device_count", [] { return static_cast<int>(deviceCount()); });
+  m.def("_get_device", [] { return static_cast<int>(currentDevice()); });
+  m.def("_set_device", [](int device) { setCurrentDevice(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_exchange_device", [](int device) {
+    const c10::DeviceIndex previous = currentDevice();
+    if (device >= 0 && device != previous) setCurrentDevice(static_cast<c10::DeviceIndex>(device));
+    return static_cast<int>(previous);
+  });
+  m.def("_synchronize", [](int device) { synchronizeDevice(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_is_initialized", [] {
+    for (c10::DeviceIndex d = 0; d < deviceCount(); ++d) {
+      if (deviceUsed(d)) return true;
+    }
+    return false;
+  });
+  m.def("_get_default_generator", [](int device) {
+    return defaultGeneratorObject(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_mem_get_info", [](int device) {
+    return deviceAllocator().getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_fallback_mode", &fallbackModeName);
+  m.def("_check_runtime", [] {
+    int count = 0;
+    OPENREG_CHECK(orGetDeviceCount(&count));
+  });
+}

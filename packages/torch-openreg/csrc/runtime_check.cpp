@@ -1,0 +1,23 @@
+// runtime_check.cpp — error conversion for OPENREG_CHECK.
+#include "runtime_check.h"
+
+#include <c10/util/Exception.h>
+
+#include <string>
+
+namespace torch_openreg {
+
+void throwRuntimeError(orError_t status, const char* call) {
+  std::string message = orGetLastErrorMessage();
+  orGetLastError();  // reported now; do not leave it pending for the next caller
+  if (message.empty()) message = orGetErrorString(status);
+  message += " [";
+  message += orGetErrorName(status);
+  message += " from ";
+  message += call;
+  message += "]";
+  TORCH_CHECK_WITH(OutOfMemoryError, status != orErrorOutOfMemory, message);
+  TORCH_CHECK(false, message);
+}
+
+}  // namespace torch_openreg

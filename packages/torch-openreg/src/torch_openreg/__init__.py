@@ -1,0 +1,64 @@
+"""torch_openreg: the PyTorch binding of the OpenReg simulated accelerator.
+
+``import torch_openreg`` registers the ``openreg`` device (PyTorch's
+PrivateUse1 slot): the C++ extension ``_C`` (allocators, guard, hooks,
+generators, kernels), the ``torch.openreg`` module, and the generated
+``Tensor.openreg()`` / ``Tensor.is_openreg`` / ``Module.openreg()`` / storage
+methods. With the ``openreg-autoload`` shim installed this happens during
+``import torch``.
+"""
+
+from __future__ import annotations
+
+# Defined before `import torch`: when this package is imported first, torch's
+# backend autoload re-enters it while it is still initialising, and must find
+# this function (and do nothing; the outer import finishes the work).
+_import_in_progress = True
+
+
+def _autoload() -> None:
+    """Entry point for the openreg-autoload shim: make sure ``openreg`` is registered.
+
+    Cheap and idempotent; safe to call while torch or this package is importing.
+    """
+    if _import_in_progress:
+        return
+    _registration.register()
+
+
+import torch  # noqa: E402
+
+from ._compat import check_torch_version  # noqa: E402
+
+check_torch_version()
+
+import openreg_runtime  # noqa: E402
+
+openreg_runtime.load_library()
+
+from . import _C, _registration  # noqa: E402
+from .openreg import (  # noqa: E402
+    current_device,
+    device,
+    device_count,
+    is_available,
+    manual_seed,
+    set_device,
+    synchronize,
+)
+
+_registration.register()
+_import_in_progress = False
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "_C",
+    "current_device",
+    "device",
+    "device_count",
+    "is_available",
+    "manual_seed",
+    "set_device",
+    "synchronize",
+]

@@ -1,0 +1,35 @@
+"""Registers the openreg device with PyTorch (idempotent).
+
+Order matters: the C++ side first (hooks, kernel allocator), then the
+PrivateUse1 rename, the ``torch.openreg`` module, and the generated
+convenience methods, which need the name and the module.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _C, openreg
+
+BACKEND_NAME = "openreg"
+_registered = False
+
+
+def register() -> None:
+    global _registered
+    if _registered:
+        return
+    _C._init()
+    current = torch._C._get_privateuse1_backend_name()
+    if current != BACKEND_NAME:
+        if current != "privateuseone":
+            raise ImportError(
+                f"cannot register the openreg device: PyTorch's PrivateUse1 slot is already "
+                f"taken by the '{current}' backend; only one such backend can be loaded per process"
+            )
+        torch.utils.rename_privateuse1_backend(BACKEND_NAME)
+    torch._register_device_module(BACKEND_NAME, openreg)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
+    )
+    _registered = True

@@ -1,0 +1,160 @@
+"""torch.openreg: the device module of the OpenReg simulated accelerator.
+
+Mirrors ``torch.cuda`` wherever the concept exists, so code written for one
+reads the same for the other.
+"""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+
+import torch
+
+from .. import _C
+from . import _utils
+from ._utils import DeviceLike, _get_device_index
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
+from .random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+
+_initialized_pid = os.getpid()
+
+
+def is_available() -> bool:
+    """True if at least one openreg device can be used."""
+    return device_count() > 0
+
+
+def device_count() -> int:
+    """Number of openreg devices (``OPENREG_DEVICE_COUNT``; 0 if it is invalid)."""
+    return _C._device_count()
+
+
+def current_device() -> int:
+    """Index of the calling thread's current openreg device."""
+    return _C._get_device()
+
+
+def set_device(device: DeviceLike) -> None:
+    """Make ``device`` the calling thread's current openreg device."""
+    index = _get_device_index(device, optional=True)
+    if index >= 0:
+        _C._set_device(index)
+
+
+def synchronize(device: DeviceLike = None) -> None:
+    """Wait for all work on all streams of ``device`` (default: current device)."""
+    _C._synchronize(_get_device_index(device, optional=True))
+
+
+def is_initialized() -> bool:
+    """True once any openreg device has been used in this process."""
+    return _C._is_initialized()
+
+
+def init() -> None:
+    """Initialise the openreg runtime now (it is otherwise initialised lazily).
+
+    Raises if OPENREG_DEVICE_COUNT / OPENREG_DEVICE_MEMORY are invalid.
+    """
+    _C._check_runtime()
+
+
+def _is_in_bad_fork() -> bool:
+    return is_initialized() and os.getpid() != _initialized_pid
+
+
+def get_device_name(device: DeviceLike = None) -> str:
+    """Name of an openreg device."""
+    return f"OpenReg simulated device {_get_device_index(device, optional=True)}"
+
+
+def _lazy_init() -> None:
+    """Kept for device-module protocol compatibility; openreg initialises lazily itself."""
+
+
+class device:
+    """Context manager that changes the current openreg device (like torch.cuda.device)."""
+
+    def __init__(self, device: DeviceLike) -> None:
+        self.idx = _get_device_index(device, optional=True)
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        self.prev_idx = _C._exchange_device(self.idx)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        _C._exchange_device(self.prev_idx)
+
+
+class device_of(device):
+    """Context manager that makes the device of tensor ``obj`` current."""
+
+    def __init__(self, obj: torch.Tensor) -> None:
+        super().__init__(obj.get_device() if obj.is_openreg else -1)
+
+
+def __getattr__(name: str) -> object:
+    # default_generators is created on first use: creating generators
+    # requires the device count, which reads the environment.
+    if name == "default_generators":
+        return tuple(_C._get_default_generator(i) for i in range(device_count()))
+    raise AttributeError(f"module 'torch.openreg' has no attribute {name!r}")
+
+
+__all__ = [
+    "_utils",
+    "current_device",
+    "device",
+    "device_count",
+    "device_of",
+    "empty_cache",
+    "get_device_name",
+    "get_rng_state",
+    "get_rng_state_all",
+    "init",
+    "initial_seed",
+    "is_available",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
+    "synchronize",
+]
