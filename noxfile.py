@@ -18,7 +18,7 @@ NO_TORCH_CHECK = "import importlib.util as u, sys; sys.exit(u.find_spec('torch')
 nox.needs_version = ">=2024.10"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "runtime"]
+nox.options.sessions = ["lint", "runtime", "binding"]
 
 
 def sync_locked(session: nox.Session, *packages: str, groups: tuple[str, ...] = ("test",)) -> None:
@@ -46,3 +46,10 @@ def runtime(session: nox.Session) -> None:
     # The runtime must not need torch: prove the environment has none.
     session.run("python", "-c", NO_TORCH_CHECK)
     session.run("pytest", "packages/openreg-runtime/tests", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def binding(session: nox.Session) -> None:
+    """torch-openreg (with torch and openreg-runtime): its pytest suite against the installed wheel."""
+    sync_locked(session, "torch-openreg")
+    session.run("pytest", "packages/torch-openreg/tests", *session.posargs)
