@@ -9,6 +9,7 @@
 //   3. give it a derivative (a torch::autograd::Function registered for the
 //      Autograd key), so it trains like any built-in operator.
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/sigmoid.h>
@@ -31,11 +32,13 @@ at::Tensor swishOpenReg(const at::Tensor& x) {
     KernelContext context(device);
     const at::Tensor in = context.alias(input);
     at::Tensor out = context.alias(output);
-    AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "openreg_swish", [&] {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.scalar_type(), "openreg_swish", [&] {
+      using compute_t = at::opmath_type<scalar_t>;  // float for half/bfloat16
       const scalar_t* source = in.const_data_ptr<scalar_t>();
       scalar_t* target = out.mutable_data_ptr<scalar_t>();
       for (int64_t i = 0; i < in.numel(); ++i) {
-        target[i] = source[i] / (scalar_t(1) + std::exp(-source[i]));
+        const compute_t x = static_cast<compute_t>(source[i]);
+        target[i] = static_cast<scalar_t>(x / (compute_t(1) + std::exp(-x)));
       }
     });
   });

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <mutex>
+#include <unordered_map>
 
 #include "device.h"
 #include "runtime_check.h"
@@ -26,6 +27,21 @@ struct DeviceState {
 std::array<DeviceState, OPENREG_MAX_DEVICES>& states() {
   static auto* all = new std::array<DeviceState, OPENREG_MAX_DEVICES>();
   return *all;
+}
+
+// Live allocations by device pointer, for the kernel allocator's raw frees.
+std::mutex liveMutex;
+std::unordered_map<void*, Block*>& liveBlocks() {
+  static auto* blocks = new std::unordered_map<void*, Block*>();
+  return *blocks;
+}
+
+Block* findLive(void* devicePointer) {
+  std::lock_guard<std::mutex> lock(liveMutex);
+  auto found = liveBlocks().find(devicePointer);
+  TORCH_CHECK(found != liveBlocks().end(), "openreg: ", devicePointer,
+              " is not a live allocation of the device allocator");
+  return found->second;
 }
 
 // Every allocation is its own segment and lives in the aggregate pool.
@@ -52,6 +68,10 @@ void forEachStat(DeviceStats& stats, Visit&& visit) {
 
 void freeBlock(void* context) {
   auto* block = static_cast<Block*>(context);
+  {
+    std::lock_guard<std::mutex> lock(liveMutex);
+    liveBlocks().erase(block->pointer);
+  }
   {
     DeviceState& state = states()[block->device];
     std::lock_guard<std::mutex> lock(state.mutex);
@@ -80,6 +100,10 @@ c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes)
   markDeviceUsed(device);
   auto* block = new Block{pointer, nbytes, device};
   {
+    std::lock_guard<std::mutex> lock(liveMutex);
+    liveBlocks().emplace(pointer, block);
+  }
+  {
     DeviceState& state = states()[device];
     std::lock_guard<std::mutex> lock(state.mutex);
     record(state.stats, nbytes, true);
@@ -89,9 +113,12 @@ c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes)
 
 c10::DeleterFnPtr DeviceAllocator::raw_deleter() const { return &freeBlock; }
 
-bool DeviceAllocator::ownsDeleter(c10::DeleterFnPtr deleter) { return deleter == &freeBlock; }
+c10::DataPtr DeviceAllocator::ownerOf(void* devicePointer) {
+  Block* block = findLive(devicePointer);
+  return c10::DataPtr(devicePointer, block, &freeBlock, openregDevice(block->device));
+}
 
-void* DeviceAllocator::devicePointerOf(void* context) { return static_cast<Block*>(context)->pointer; }
+void DeviceAllocator::freeByPointer(void* devicePointer) { freeBlock(findLive(devicePointer)); }
 
 void DeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
   OPENREG_CHECK(orMemcpy(dest, src, count, orMemcpyDeviceToDevice));

@@ -27,11 +27,12 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex device) override;
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
 
-  // True when `deleter` belongs to this allocator (used to recognise device
-  // memory that a CPU kernel allocated through the kernel-output allocator).
-  static bool ownsDeleter(c10::DeleterFnPtr deleter);
-  // Device pointer of a DataPtr context produced by this allocator.
-  static void* devicePointerOf(void* context);
+  // A DataPtr owning the live allocation that starts at `devicePointer`
+  // (whose previous DataPtr released its context). Used to re-label memory
+  // a CPU kernel allocated through its kernel view.
+  c10::DataPtr ownerOf(void* devicePointer);
+  // Frees the live allocation starting at `devicePointer`.
+  void freeByPointer(void* devicePointer);
 };
 
 DeviceAllocator& deviceAllocator();

@@ -52,8 +52,18 @@ class DeviceResolver {
     if (device.type() == c10::DeviceType::PrivateUse1 && !requestedDevice_) requestedDevice_ = device;
   }
 
+  void visitGenerator(const at::Generator& generator) {
+    if (generator.defined() && generator.device().type() == c10::DeviceType::PrivateUse1) {
+      openregGenerator_ = true;
+    }
+  }
+
   c10::DeviceIndex resolve() {
     if (!device_ && requestedDevice_) device_ = requestedDevice_;
+    // Only an openreg generator routed the call here: the op runs elsewhere.
+    TORCH_CHECK(device_.has_value() || !openregGenerator_,
+                "Expected a 'cpu' device type for generator but found 'openreg' (in ",
+                op_.schema().name(), "); use a generator of the tensors' device");
     TORCH_CHECK(device_.has_value(), "openreg fallback for ", op_.schema().name(),
                 " found no openreg tensor or device argument");
     if (foreign_) mismatch(*foreign_, foreignArgument_);
@@ -73,6 +83,7 @@ class DeviceResolver {
   std::optional<c10::Device> device_;
   std::optional<c10::Device> requestedDevice_;
   std::optional<c10::Device> foreign_;
+  bool openregGenerator_ = false;
   std::string firstArgument_;
   std::string foreignArgument_;
 };
@@ -100,6 +111,8 @@ c10::DeviceIndex findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IV
       }
     } else if (value.isDevice()) {
       resolver.visitDevice(value.toDevice());
+    } else if (value.isGenerator()) {
+      resolver.visitGenerator(value.toGenerator());
     }
   }
   return resolver.resolve();
@@ -131,7 +144,11 @@ c10::IValue toCpuArgument(const c10::IValue& value, const c10::Argument& argumen
     return c10::Device(c10::DeviceType::CPU);
   }
   if (isGeneratorType(argument.type())) {
-    at::Generator generator = value.isNone() ? defaultGenerator(context.device()) : value.toGenerator();
+    if (value.isNone()) return engineOf(defaultGenerator(context.device()));
+    const at::Generator& generator = value.toGenerator();
+    TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
+                "Expected a 'openreg' device type for generator but found '", generator.device().type(),
+                "'; create it with torch.Generator(device=\"openreg\")");
     return engineOf(generator);
   }
   return value;
@@ -173,6 +190,21 @@ void writeBackMutated(const c10::IValue& value, KernelContext& context) {
   }
 }
 
+bool hasNestedTensor(const std::vector<c10::IValue>& arguments) {
+  for (const c10::IValue& value : arguments) {
+    if (value.isTensor() && value.toTensor().is_nested()) return true;
+  }
+  return false;
+}
+
+// The CPU dispatch keys to run the kernel with: nested inputs need the
+// nested CPU kernels.
+c10::DispatchKeySet cpuKeysFor(const std::vector<c10::IValue>& arguments) {
+  c10::DispatchKeySet keys(c10::DispatchKey::CPU);
+  if (hasNestedTensor(arguments)) keys = keys | c10::DispatchKeySet(c10::DispatchKey::NestedTensorCPU);
+  return keys;
+}
+
 void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const size_t argumentCount = schema.arguments().size();
@@ -187,7 +219,7 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     for (size_t i = 0; i < argumentCount; ++i) {
       cpuStack.push_back(toCpuArgument(arguments[i], schema.arguments()[i], context));
     }
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpuStack);
+    op.redispatchBoxed(cpuKeysFor(arguments), &cpuStack);
     for (size_t i = 0; i < argumentCount; ++i) {
       if (isMutable(schema.arguments()[i])) writeBackMutated(arguments[i], context);
     }
@@ -228,6 +260,12 @@ void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
+}
+
+// Nested tensors on openreg (e.g. the Transformer fast path) run the CPU's
+// nested kernels the same way.
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
 }
 

@@ -36,6 +36,13 @@ void GuardImpl::uncheckedSetDevice(c10::Device device) const noexcept {
 
 c10::DeviceIndex GuardImpl::deviceCount() const noexcept { return torch_openreg::deviceCount(); }
 
+c10::DeviceCapability GuardImpl::getDeviceCapability(c10::Device device) const {
+  checkType(device);
+  resolveDevice(device.index());
+  // Kernels are the CPU's, so every dtype the CPU supports is supported.
+  return c10::DeviceCapability();
+}
+
 c10::Stream GuardImpl::getStream(c10::Device device) const { return currentStream(device.index()); }
 
 c10::Stream GuardImpl::getDefaultStream(c10::Device device) const {

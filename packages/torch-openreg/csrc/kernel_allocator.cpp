@@ -20,6 +20,36 @@ void* toKernelView(void* devicePointer) {
   return kernelPointer;
 }
 
+void* toDeviceView(void* kernelPointer) {
+  void* devicePointer = nullptr;
+  OPENREG_CHECK(orGetDevicePointer(&devicePointer, kernelPointer));
+  return devicePointer;
+}
+
+bool isKernelViewAddress(void* pointer) {
+  void* devicePointer = nullptr;
+  if (orGetDevicePointer(&devicePointer, pointer) == orSuccess) return true;
+  orGetLastError();
+  return false;
+}
+
+// Deleter of kernel allocations: the context is the kernel-view address, as
+// c10's raw_allocate() requires.
+void freeKernelAllocation(void* kernelPointer) {
+  deviceAllocator().freeByPointer(toDeviceView(kernelPointer));
+}
+
+c10::DeleterFnPtr cpuRawDeleter = nullptr;
+
+// raw_deleter(): frees either kind, since raw pointers carry no deleter.
+void freeRaw(void* pointer) {
+  if (isKernelViewAddress(pointer)) {
+    freeKernelAllocation(pointer);
+  } else if (cpuRawDeleter != nullptr) {
+    cpuRawDeleter(pointer);
+  }
+}
+
 class KernelOutputAllocator final : public c10::Allocator {
  public:
   explicit KernelOutputAllocator(c10::Allocator* cpu) : cpu_(cpu) {}
@@ -29,14 +59,12 @@ class KernelOutputAllocator final : public c10::Allocator {
     c10::DataPtr device = deviceAllocator().allocateOn(kernelDevice, nbytes);
     if (device.get() == nullptr) return c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU));
     void* kernelPointer = toKernelView(device.get());
-    c10::DeleterFnPtr deleter = device.get_deleter();
-    void* context = device.release_context();
-    return c10::DataPtr(kernelPointer, context, deleter, c10::Device(c10::DeviceType::CPU));
+    device.release_context();  // now owned through freeKernelAllocation
+    return c10::DataPtr(kernelPointer, kernelPointer, &freeKernelAllocation,
+                        c10::Device(c10::DeviceType::CPU));
   }
 
-  // raw_allocate() is only meaningful outside kernels (inside, the context is
-  // not the data pointer and c10 refuses it with an assertion, not a crash).
-  c10::DeleterFnPtr raw_deleter() const override { return cpu_->raw_deleter(); }
+  c10::DeleterFnPtr raw_deleter() const override { return &freeRaw; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
@@ -52,7 +80,9 @@ void installKernelAllocator() {
   static std::once_flag once;
   std::call_once(once, [] {
     // Priority 1 outranks the default CPU allocator (registered with 0).
-    static auto* wrapper = new KernelOutputAllocator(c10::GetCPUAllocator());
+    c10::Allocator* cpu = c10::GetCPUAllocator();
+    cpuRawDeleter = cpu->raw_deleter();
+    static auto* wrapper = new KernelOutputAllocator(cpu);
     c10::SetCPUAllocator(wrapper, /*priority=*/1);
   });
 }
@@ -64,5 +94,16 @@ KernelAllocationScope::KernelAllocationScope(c10::DeviceIndex device) : previous
 KernelAllocationScope::~KernelAllocationScope() { kernelDevice = previous_; }
 
 c10::Allocator* kernelAllocator() { return c10::GetCPUAllocator(); }
+
+bool isKernelAllocation(const c10::DataPtr& data) {
+  return data.get_deleter() == &freeKernelAllocation;
+}
+
+c10::DataPtr relabelAsDevice(c10::DataPtr& data) {
+  void* devicePointer = toDeviceView(data.get());
+  data.release_context();
+  data = c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU));
+  return deviceAllocator().ownerOf(devicePointer);
+}
 
 }  // namespace torch_openreg

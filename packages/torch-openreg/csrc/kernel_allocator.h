@@ -31,4 +31,11 @@ class KernelAllocationScope {
 // The allocator that alias storages use when a kernel resizes them.
 c10::Allocator* kernelAllocator();
 
+// True if `data` came from the kernel allocator (device memory seen through
+// its kernel view).
+bool isKernelAllocation(const c10::DataPtr& data);
+// Moves such memory into an openreg DataPtr (device-view address), leaving
+// `data` empty. Only valid inside kernel work.
+c10::DataPtr relabelAsDevice(c10::DataPtr& data);
+
 }  // namespace torch_openreg

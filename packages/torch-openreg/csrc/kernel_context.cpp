@@ -1,6 +1,7 @@
 // kernel_context.cpp — alias creation and result adoption.
 #include "kernel_context.h"
 
+#include <ATen/NestedTensorImpl.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
@@ -24,13 +25,6 @@ void* kernelPointerOf(const void* devicePointer) {
   return kernelPointer;
 }
 
-void* devicePointerOf(const void* kernelPointer) {
-  if (kernelPointer == nullptr) return nullptr;
-  void* devicePointer = nullptr;
-  OPENREG_CHECK(orGetDevicePointer(&devicePointer, kernelPointer));
-  return devicePointer;
-}
-
 // A tensor of `keys` over `storage` with the layout and flags of `layout`.
 at::Tensor makeTensor(c10::Storage storage, c10::DispatchKey key, const at::Tensor& layout) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
@@ -39,6 +33,23 @@ at::Tensor makeTensor(c10::Storage storage, c10::DispatchKey key, const at::Tens
   impl->_set_conj(layout.is_conj());
   impl->_set_neg(layout.is_neg());
   return at::Tensor(std::move(impl));
+}
+
+// A nested tensor over `storage` with the nested layout of `layout`.
+at::Tensor makeNested(c10::Storage storage, c10::DispatchKey backend, const at::Tensor& layout) {
+  const auto* nested = at::native::get_nested_tensor_impl(layout);
+  const int64_t elements = static_cast<int64_t>(storage.nbytes() / layout.itemsize());
+  auto buffer = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(backend),
+                                                     layout.dtype());
+  buffer->set_sizes_contiguous({elements});
+  return at::detail::make_tensor<at::native::NestedTensorImpl>(
+      at::Tensor(std::move(buffer)), nested->get_nested_sizes(), nested->get_nested_strides(),
+      nested->get_storage_offsets());
+}
+
+at::Tensor makeLike(c10::Storage storage, c10::DispatchKey backend, const at::Tensor& layout) {
+  if (layout.is_nested()) return makeNested(std::move(storage), backend, layout);
+  return makeTensor(std::move(storage), backend, layout);
 }
 
 }  // namespace
@@ -60,17 +71,17 @@ KernelContext::AliasedStorage& KernelContext::aliasStorage(const c10::Storage& o
 
 at::Tensor KernelContext::alias(const at::Tensor& tensor) {
   if (!isOpenReg(tensor)) return tensor;
-  TORCH_CHECK(tensor.layout() == c10::kStrided, "openreg supports strided tensors only, got ",
-              tensor.layout());
+  TORCH_CHECK(tensor.layout() == c10::kStrided || tensor.is_nested(),
+              "openreg supports strided and nested tensors only, got ", tensor.layout());
   auto cached = aliasOfTensor_.find(tensor.unsafeGetTensorImpl());
   if (cached != aliasOfTensor_.end()) return cached->second;
-  at::Tensor created = makeTensor(aliasStorage(tensor.storage()).alias, c10::DispatchKey::CPU, tensor);
+  at::Tensor created = makeLike(aliasStorage(tensor.storage()).alias, c10::DispatchKey::CPU, tensor);
   aliasOfTensor_.emplace(tensor.unsafeGetTensorImpl(), created);
   return created;
 }
 
 at::Tensor KernelContext::viewOf(const c10::Storage& storage, const at::Tensor& layout) {
-  return makeTensor(storage, c10::DispatchKey::PrivateUse1, layout);
+  return makeLike(storage, c10::DispatchKey::PrivateUse1, layout);
 }
 
 c10::Storage KernelContext::adoptStorage(const c10::Storage& cpuStorage) {
@@ -83,13 +94,9 @@ c10::Storage KernelContext::adoptStorage(const c10::Storage& cpuStorage) {
   c10::DataPtr deviceData;
   if (cpuData.get() == nullptr) {
     deviceData = c10::DataPtr(nullptr, device);
-  } else if (DeviceAllocator::ownsDeleter(cpuData.get_deleter())) {
+  } else if (isKernelAllocation(cpuData)) {
     // Allocated on the device during the kernel: take ownership, relabel.
-    void* devicePointer = devicePointerOf(cpuData.get());
-    c10::DeleterFnPtr deleter = cpuData.get_deleter();
-    void* context = cpuData.release_context();
-    cpuData = c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU));
-    deviceData = c10::DataPtr(devicePointer, context, deleter, device);
+    deviceData = relabelAsDevice(cpuData);
   } else {
     // Host memory (e.g. allocated on a helper thread): copy it to the device.
     deviceData = deviceAllocator().allocateOn(device_, cpuStorage.nbytes());
@@ -112,7 +119,7 @@ at::Tensor KernelContext::adopt(const at::Tensor& result) {
 }
 
 void KernelContext::writeBack(const at::Tensor& original) {
-  if (!isOpenReg(original)) return;
+  if (!isOpenReg(original) || original.is_nested()) return;
   auto cached = aliasOfTensor_.find(original.unsafeGetTensorImpl());
   if (cached == aliasOfTensor_.end()) return;
   const at::Tensor& changed = cached->second;

@@ -84,9 +84,20 @@ def _is_in_bad_fork() -> bool:
     return is_initialized() and os.getpid() != _initialized_pid
 
 
+def _checked_index(device: DeviceLike) -> int:
+    index = _get_device_index(device, optional=True)
+    count = device_count()
+    if not 0 <= index < count:
+        raise RuntimeError(
+            f"Invalid openreg device index {index}: there are {count} openreg devices "
+            f"(valid indices 0..{count - 1}); set OPENREG_DEVICE_COUNT to change the count"
+        )
+    return index
+
+
 def get_device_name(device: DeviceLike = None) -> str:
     """Name of an openreg device."""
-    return f"OpenReg simulated device {_get_device_index(device, optional=True)}"
+    return f"OpenReg simulated device {_checked_index(device)}"
 
 
 def _lazy_init() -> None:

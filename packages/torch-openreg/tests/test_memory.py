@@ -1,0 +1,333 @@
+"""Pinned host memory, device memory statistics, and out-of-memory errors.
+
+The device allocator does not cache: every tensor storage is one runtime
+allocation of exactly its byte size, so statistics move by exact amounts.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+MiB = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage() -> Iterator[None]:
+    """Free tensors left in reference cycles by earlier tests, so deltas are exact."""
+    gc.collect()
+    yield
+
+
+# --- pinned memory ---------------------------------------------------------------------
+
+
+def test_pin_memory_makes_pinned_cpu_copy():
+    source = torch.arange(10.0)
+    pinned = source.pin_memory()
+    assert pinned.is_pinned()
+    assert pinned.device == torch.device("cpu")
+    assert not source.is_pinned()
+    assert pinned.data_ptr() != source.data_ptr()
+    torch.testing.assert_close(pinned, source, rtol=0, atol=0)
+
+
+def test_pin_memory_of_pinned_tensor_returns_it():
+    pinned = torch.arange(4.0).pin_memory()
+    assert pinned.pin_memory() is pinned
+
+
+def test_views_of_pinned_tensor_are_pinned_and_clones_are_not():
+    pinned = torch.arange(10.0).pin_memory()
+    assert pinned[2:].is_pinned()
+    assert not pinned.clone().is_pinned()
+
+
+def test_empty_with_pin_memory_true():
+    assert torch.empty(16, pin_memory=True).is_pinned()
+    assert torch.zeros(2, 3, pin_memory=True).is_pinned()
+
+
+def test_openreg_tensor_is_not_pinned():
+    assert not torch.ones(3, device="openreg").is_pinned()
+
+
+def test_pin_memory_of_openreg_tensor_raises():
+    with pytest.raises(RuntimeError, match="only dense CPU tensors can be pinned"):
+        torch.ones(3, device="openreg").pin_memory()
+
+
+def test_openreg_factory_with_pin_memory_raises():
+    with pytest.raises(RuntimeError, match="Only dense CPU tensors can be pinned"):
+        torch.empty(3, device="openreg", pin_memory=True)
+
+
+def test_non_blocking_copies_through_pinned_memory():
+    source = torch.randn(1000, generator=torch.Generator().manual_seed(0)).pin_memory()
+    on_device = torch.empty(1000, device="openreg:1")
+    on_device.copy_(source, non_blocking=True)
+    back = torch.empty(1000).pin_memory()
+    back.copy_(on_device, non_blocking=True)
+    torch.openreg.synchronize(1)
+    torch.testing.assert_close(back, source, rtol=0, atol=0)
+
+
+def test_dataloader_pin_memory():
+    dataset = torch.utils.data.TensorDataset(torch.arange(8.0))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, pin_memory=True)
+    (batch,) = next(iter(loader))
+    assert batch.is_pinned()
+    torch.testing.assert_close(batch.to("openreg").cpu(), torch.arange(4.0), rtol=0, atol=0)
+
+
+# --- statistics -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "nbytes"),
+    [
+        ((1000,), torch.float32, 4000),
+        ((3,), torch.uint8, 3),
+        ((7, 9), torch.float64, 504),
+        ((5,), torch.complex128, 80),
+        ((MiB,), torch.int16, 2 * MiB),
+    ],
+)
+@pytest.mark.parametrize("device", [0, 1])
+def test_allocation_delta_is_exact(shape, dtype, nbytes, device):
+    before = torch.openreg.memory_allocated(device)
+    other_before = torch.openreg.memory_allocated(1 - device)
+    tensor = torch.empty(shape, dtype=dtype, device=f"openreg:{device}")
+    assert torch.openreg.memory_allocated(device) - before == nbytes
+    assert torch.openreg.memory_reserved(device) - before == nbytes
+    assert torch.accelerator.memory_allocated(device) - before == nbytes
+    assert torch.openreg.memory_allocated(1 - device) == other_before
+    del tensor
+    assert torch.openreg.memory_allocated(device) == before
+    assert torch.openreg.memory_reserved(device) == before
+
+
+def test_memory_functions_accept_device_forms():
+    tensor = torch.empty(100, dtype=torch.uint8, device="openreg:1")
+    expected = torch.accelerator.memory_allocated(1)
+    assert expected >= 100
+    assert torch.openreg.memory_allocated(1) == expected
+    assert torch.openreg.memory_allocated("openreg:1") == expected
+    assert torch.openreg.memory_allocated(torch.device("openreg:1")) == expected
+    with torch.openreg.device(1):
+        assert torch.openreg.memory_allocated() == expected
+    del tensor
+
+
+def test_empty_tensor_allocates_nothing():
+    before = torch.openreg.memory_allocated()
+    tensor = torch.empty(0, 5, device="openreg")
+    assert torch.openreg.memory_allocated() == before
+    del tensor
+
+
+def test_views_allocate_nothing():
+    base = torch.empty(1000, device="openreg")
+    before = torch.openreg.memory_allocated()
+    views = [base.view(10, 100), base[::2], base.view(10, 100).t(), base.unsqueeze(0)]
+    assert torch.openreg.memory_allocated() == before
+    del views
+
+
+def test_kernel_outputs_are_device_allocations():
+    a = torch.randn(1000, device="openreg")
+    b = torch.randn(1000, device="openreg")
+    before = torch.openreg.memory_allocated()
+    total = a + b
+    assert torch.openreg.memory_allocated() - before == 4000
+    reduced = a.sum()
+    assert torch.openreg.memory_allocated() - before == 4004
+    del total, reduced
+    assert torch.openreg.memory_allocated() == before
+
+
+def test_kernel_outputs_count_on_their_device():
+    a = torch.randn(500, device="openreg:1")
+    before0 = torch.openreg.memory_allocated(0)
+    before1 = torch.openreg.memory_allocated(1)
+    result = a * 2  # current device is 0; the kernel runs on device 1
+    assert torch.openreg.memory_allocated(1) - before1 == 2000
+    assert torch.openreg.memory_allocated(0) == before0
+    del result
+
+
+def test_copy_to_cpu_frees_nothing_and_allocates_nothing_on_device():
+    tensor = torch.randn(256, device="openreg")
+    before = torch.openreg.memory_allocated()
+    host = tensor.cpu()
+    assert torch.openreg.memory_allocated() == before
+    assert host.device == torch.device("cpu")
+
+
+def test_resize_accounting():
+    tensor = torch.empty(100, device="openreg")
+    before = torch.openreg.memory_allocated()
+    tensor.resize_(200)
+    assert torch.openreg.memory_allocated() - before == 400
+    del tensor
+    assert torch.openreg.memory_allocated() == before - 400
+
+
+def test_freeing_returns_to_baseline():
+    baseline = torch.openreg.memory_allocated()
+    tensors = [torch.empty(n, device="openreg") for n in (10, 1000, 12345)]
+    assert torch.openreg.memory_allocated() - baseline == 4 * (10 + 1000 + 12345)
+    tensors.clear()
+    assert torch.openreg.memory_allocated() == baseline
+
+
+def test_max_memory_allocated_and_reset_peak():
+    torch.openreg.reset_peak_memory_stats()
+    baseline = torch.openreg.memory_allocated()
+    assert torch.openreg.max_memory_allocated() == baseline
+    big = torch.empty(2 * MiB, dtype=torch.uint8, device="openreg")
+    del big
+    small = torch.empty(MiB, dtype=torch.uint8, device="openreg")
+    assert torch.openreg.max_memory_allocated() - baseline == 2 * MiB
+    assert torch.openreg.max_memory_reserved() - baseline == 2 * MiB
+    assert torch.accelerator.max_memory_allocated(0) - baseline == 2 * MiB
+    torch.openreg.reset_peak_memory_stats()
+    assert torch.openreg.max_memory_allocated() - baseline == MiB
+    del small
+    assert torch.openreg.max_memory_allocated() - baseline == MiB
+
+
+def test_reset_peak_is_per_device():
+    on_one = torch.empty(MiB, dtype=torch.uint8, device="openreg:1")
+    del on_one
+    peak1 = torch.openreg.max_memory_allocated(1)
+    torch.openreg.reset_peak_memory_stats(0)
+    assert torch.openreg.max_memory_allocated(1) == peak1
+    torch.openreg.reset_peak_memory_stats(1)
+    assert torch.openreg.max_memory_allocated(1) == torch.openreg.memory_allocated(1)
+
+
+def test_memory_stats_agree_with_memory_allocated():
+    tensor = torch.empty(3000, dtype=torch.uint8, device="openreg")
+    stats = torch.openreg.memory_stats()
+    allocated = torch.openreg.memory_allocated()
+    assert stats["allocated_bytes.all.current"] == allocated
+    assert stats["reserved_bytes.all.current"] == torch.openreg.memory_reserved()
+    assert stats["active_bytes.all.current"] == allocated
+    assert stats == torch.accelerator.memory_stats(0)
+    del tensor
+
+
+def test_memory_stats_count_allocations():
+    before = torch.openreg.memory_stats(1)
+    tensors = [torch.empty(10, device="openreg:1") for _ in range(3)]
+    during = torch.openreg.memory_stats(1)
+    assert during["allocation.all.current"] - before["allocation.all.current"] == 3
+    assert during["num_device_alloc"] - before["num_device_alloc"] == 3
+    assert during["allocated_bytes.all.allocated"] - before["allocated_bytes.all.allocated"] == 120
+    tensors.clear()
+    after = torch.openreg.memory_stats(1)
+    assert after["allocation.all.current"] == before["allocation.all.current"]
+    assert after["num_device_free"] - before["num_device_free"] == 3
+    assert after["allocated_bytes.all.freed"] - before["allocated_bytes.all.freed"] == 120
+
+
+def test_reset_accumulated_memory_stats():
+    tensor = torch.empty(10, device="openreg")
+    del tensor
+    assert torch.openreg.memory_stats()["num_device_alloc"] > 0
+    torch.openreg.reset_accumulated_memory_stats()
+    stats = torch.openreg.memory_stats()
+    assert stats["num_device_alloc"] == 0
+    assert stats["num_device_free"] == 0
+    assert stats["allocated_bytes.all.allocated"] == 0
+    assert stats["allocated_bytes.all.current"] == torch.openreg.memory_allocated()
+
+
+def test_empty_cache_keeps_live_memory():
+    tensor = torch.ones(100, device="openreg")
+    before = torch.openreg.memory_allocated()
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_allocated() == before
+    torch.testing.assert_close(tensor.cpu(), torch.ones(100), rtol=0, atol=0)
+
+
+def test_mem_get_info_tracks_allocations():
+    free_before, total = torch.openreg.mem_get_info(0)
+    assert 0 < free_before <= total
+    tensor = torch.empty(4 * MiB, dtype=torch.uint8, device="openreg")
+    free_during, total_during = torch.openreg.mem_get_info(0)
+    assert total_during == total
+    assert free_before - free_during == 4 * MiB
+    assert torch.openreg.mem_get_info() == (free_during, total)
+    assert torch.openreg.mem_get_info("openreg:0") == (free_during, total)
+    assert torch.accelerator.get_memory_info(0) == (free_during, total)
+    del tensor
+    assert torch.openreg.mem_get_info(0) == (free_before, total)
+
+
+def test_mem_get_info_is_per_device():
+    free1, _ = torch.openreg.mem_get_info(1)
+    tensor = torch.empty(MiB, dtype=torch.uint8, device="openreg:0")
+    assert torch.openreg.mem_get_info(1)[0] == free1
+    del tensor
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        torch.openreg.memory_allocated,
+        torch.openreg.memory_stats,
+        torch.openreg.mem_get_info,
+        torch.openreg.reset_peak_memory_stats,
+    ],
+)
+def test_memory_functions_reject_invalid_device(call):
+    with pytest.raises(RuntimeError, match=r"valid indices 0\.\.1"):
+        call(2)
+
+
+# --- out of memory -----------------------------------------------------------------------
+
+
+def test_out_of_memory(run_python):
+    result = run_python(
+        """
+        import torch, torch_openreg
+        print("total", torch.openreg.mem_get_info(0)[1])
+        try:
+            torch.empty(128 << 20, dtype=torch.uint8, device="openreg")
+        except torch.OutOfMemoryError as error:
+            print("oom", isinstance(error, RuntimeError), str(error).replace("\\n", " "))
+        print("allocated", torch.openreg.memory_allocated(0))
+        # Allocation still works afterwards, up to the full capacity.
+        x = torch.ones(1 << 20, device="openreg")
+        print("sum", x.sum().item())
+        del x
+        y = torch.ones(64 << 20, dtype=torch.uint8, device="openreg")
+        print("full", y[-1].item())
+        del y
+        # Device 1 has its own capacity, and its OOM names it.
+        kept = torch.empty(48 << 20, dtype=torch.uint8, device="openreg:1")
+        try:
+            torch.empty(32 << 20, dtype=torch.uint8, device="openreg:1")
+        except torch.OutOfMemoryError as error:
+            print("oom1", str(error).replace("\\n", " "))
+        """,
+        OPENREG_DEVICE_MEMORY="64MiB",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines["total"] == str(64 * MiB)
+    oom = lines["oom"]
+    assert oom.startswith("True ")  # torch.OutOfMemoryError is a RuntimeError
+    assert "device 0" in oom
+    assert "OPENREG_DEVICE_MEMORY" in oom
+    assert str(128 * MiB) in oom
+    assert lines["allocated"] == "0"
+    assert lines["sum"] == str(float(MiB))
+    assert lines["full"] == "1"
+    assert "device 1" in lines["oom1"]
