@@ -4,8 +4,8 @@
 // operator of your own:
 //   1. declare its schema (TORCH_LIBRARY);
 //   2. give it kernels per backend: a hand-written loop over device memory for
-//      openreg (inside runOnDevice, through KernelContext aliases) and ATen
-//      ops for the CPU;
+//      openreg (enqueued with launchOnDevice, through KernelContext aliases)
+//      and ATen ops for the CPU;
 //   3. give it a derivative (a torch::autograd::Function registered for the
 //      Autograd key), so it trains like any built-in operator.
 #include <ATen/Dispatch.h>
@@ -28,10 +28,8 @@ at::Tensor swishOpenReg(const at::Tensor& x) {
   const at::Tensor input = x.contiguous();
   at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
   const c10::DeviceIndex device = input.device().index();
-  runOnDevice(device, [&] {
-    KernelContext context(device);
-    const at::Tensor in = context.alias(input);
-    at::Tensor out = context.alias(output);
+  KernelContext context(device);
+  launchOnDevice(device, [in = context.alias(input), out = context.alias(output)] {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.scalar_type(), "openreg_swish", [&] {
       using compute_t = at::opmath_type<scalar_t>;  // float for half/bfloat16
       const scalar_t* source = in.const_data_ptr<scalar_t>();

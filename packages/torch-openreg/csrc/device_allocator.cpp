@@ -1,88 +1,47 @@
-// device_allocator.cpp — device memory for tensors, with CUDA-style stats.
+// device_allocator.cpp — the c10::DeviceAllocator over per-device block pools.
+//
+// Allocation and statistics live in block_pool.cpp; this file is the c10
+// interface: DataPtrs (context = Block, deleter = freeBlock), the
+// record_stream contract, cache control and memory info.
 #include "device_allocator.h"
 
-#include <array>
-#include <mutex>
-#include <unordered_map>
+#include <atomic>
+#include <memory>
+#include <vector>
 
+#include "block_pool.h"
 #include "device.h"
 #include "runtime_check.h"
+#include "stream.h"
 
 namespace torch_openreg {
 namespace {
 
-using c10::CachingDeviceAllocator::DeviceStats;
+void releaseToPool(Block* block) { blockPool(block->device).release(block); }
 
-struct Block {
-  void* pointer;
-  size_t size;
-  c10::DeviceIndex device;
-};
-
-struct DeviceState {
-  std::mutex mutex;
-  DeviceStats stats;
-};
-
-std::array<DeviceState, OPENREG_MAX_DEVICES>& states() {
-  static auto* all = new std::array<DeviceState, OPENREG_MAX_DEVICES>();
-  return *all;
-}
-
-// Live allocations by device pointer, for the kernel allocator's raw frees.
-std::mutex liveMutex;
-std::unordered_map<void*, Block*>& liveBlocks() {
-  static auto* blocks = new std::unordered_map<void*, Block*>();
-  return *blocks;
-}
-
-Block* findLive(void* devicePointer) {
-  std::lock_guard<std::mutex> lock(liveMutex);
-  auto found = liveBlocks().find(devicePointer);
-  TORCH_CHECK(found != liveBlocks().end(), "openreg: ", devicePointer,
-              " is not a live allocation of the device allocator");
-  return found->second;
-}
-
-// Every allocation is its own segment and lives in the aggregate pool.
-void record(DeviceStats& stats, size_t bytes, bool allocated) {
-  const auto pool = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-  for (auto* stat : {&stats.allocation[pool], &stats.segment[pool], &stats.active[pool]}) {
-    allocated ? stat->increase(1) : stat->decrease(1);
-  }
-  for (auto* stat : {&stats.allocated_bytes[pool], &stats.reserved_bytes[pool],
-                     &stats.active_bytes[pool], &stats.requested_bytes[pool]}) {
-    allocated ? stat->increase(bytes) : stat->decrease(bytes);
-  }
-  allocated ? ++stats.num_device_alloc : ++stats.num_device_free;
-}
-
-template <typename Visit>
-void forEachStat(DeviceStats& stats, Visit&& visit) {
-  for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
-                      &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
-                      &stats.inactive_split_bytes, &stats.requested_bytes}) {
-    for (auto& stat : *array) visit(stat);
-  }
-}
-
+// The deleter of every device DataPtr. Memory a recorded stream may still be
+// using goes back to the pool only after that stream's queued work (CUDA's
+// record_stream contract); otherwise at once, since the kernels that used it
+// held references to it until they completed.
 void freeBlock(void* context) {
   auto* block = static_cast<Block*>(context);
-  {
-    std::lock_guard<std::mutex> lock(liveMutex);
-    liveBlocks().erase(block->pointer);
+  auto pending = blockPool(block->device).takePendingUses(block);
+  if (pending.empty()) {
+    releaseToPool(block);
+    return;
   }
-  {
-    DeviceState& state = states()[block->device];
-    std::lock_guard<std::mutex> lock(state.mutex);
-    record(state.stats, block->size, false);
+  auto remaining = std::make_shared<std::atomic<size_t>>(pending.size());
+  for (const auto& [stream, event] : pending) {
+    orEventDestroy(event);
+    const orError_t status = openreg::launchHostFunc(stream, [block, remaining] {
+      if (remaining->fetch_sub(1) == 1) releaseToPool(block);
+    });
+    if (status != orSuccess && remaining->fetch_sub(1) == 1) releaseToPool(block);
   }
-  // Never throw from a deleter: a failure here is a runtime bug, report it.
-  if (orFree(block->pointer) != orSuccess) {
-    TORCH_WARN("openreg: freeing device memory failed: ", orGetLastErrorMessage());
-    orGetLastError();
-  }
-  delete block;
+}
+
+c10::DataPtr dataPtrOf(Block* block) {
+  return c10::DataPtr(block->pointer, block, &freeBlock, openregDevice(block->device));
 }
 
 }  // namespace
@@ -90,69 +49,66 @@ void freeBlock(void* context) {
 c10::DataPtr DeviceAllocator::allocate(size_t nbytes) { return allocateOn(currentDevice(), nbytes); }
 
 c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes) {
-  const c10::Device where = openregDevice(device);
-  if (nbytes == 0) return c10::DataPtr(nullptr, where);
-  void* pointer = nullptr;
-  {
-    DeviceScope scope(device);
-    OPENREG_CHECK(orMalloc(&pointer, nbytes));
-  }
-  markDeviceUsed(device);
-  auto* block = new Block{pointer, nbytes, device};
-  {
-    std::lock_guard<std::mutex> lock(liveMutex);
-    liveBlocks().emplace(pointer, block);
-  }
-  {
-    DeviceState& state = states()[device];
-    std::lock_guard<std::mutex> lock(state.mutex);
-    record(state.stats, nbytes, true);
-  }
-  return c10::DataPtr(pointer, block, &freeBlock, where);
+  if (nbytes == 0) return c10::DataPtr(nullptr, openregDevice(device));
+  orStream_t stream = nativeHandle(currentStream(device));
+  return dataPtrOf(blockPool(device).allocate(nbytes, stream));
 }
 
 c10::DeleterFnPtr DeviceAllocator::raw_deleter() const { return &freeBlock; }
 
 c10::DataPtr DeviceAllocator::ownerOf(void* devicePointer) {
-  Block* block = findLive(devicePointer);
-  return c10::DataPtr(devicePointer, block, &freeBlock, openregDevice(block->device));
+  return dataPtrOf(blockPool(deviceOfPointer(devicePointer)).find(devicePointer));
 }
 
-void DeviceAllocator::freeByPointer(void* devicePointer) { freeBlock(findLive(devicePointer)); }
+void DeviceAllocator::freeByPointer(void* devicePointer) {
+  freeBlock(blockPool(deviceOfPointer(devicePointer)).find(devicePointer));
+}
+
+c10::DeviceIndex DeviceAllocator::deviceOfPointer(void* devicePointer) {
+  orPointerAttributes attributes{};
+  OPENREG_CHECK(orPointerGetAttributes(&attributes, devicePointer));
+  TORCH_CHECK(attributes.type == orMemoryTypeDevice, "openreg: ", devicePointer,
+              " is not device memory");
+  return static_cast<c10::DeviceIndex>(attributes.device);
+}
 
 void DeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
   OPENREG_CHECK(orMemcpy(dest, src, count, orMemcpyDeviceToDevice));
 }
 
 void DeviceAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
-  // Nothing is cached: every free already returned memory to the runtime.
+  for (c10::DeviceIndex device = 0; device < deviceCount(); ++device) {
+    if (deviceUsed(device)) blockPool(device).emptyCache();
+  }
 }
 
-void DeviceAllocator::recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) {
-  // Memory is returned to the runtime only when its last user is gone and
-  // kernels run synchronously, so no stream can still be using it.
+void DeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
+  // Kernels keep the tensors they use alive until they have run; this covers
+  // memory used on a stream without such a reference (CUDA semantics).
+  if (ptr.get_deleter() != &freeBlock || ptr.get() == nullptr) return;
+  orStream_t handle = nativeHandle(stream);
+  orEvent_t event = nullptr;
+  {
+    DeviceScope scope(stream.device_index());
+    OPENREG_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
+  }
+  const orError_t recorded = orEventRecord(event, handle);
+  if (recorded != orSuccess) orEventDestroy(event);
+  OPENREG_CHECK(recorded);
+  auto* block = static_cast<Block*>(ptr.get_context());
+  blockPool(block->device).recordUse(block, handle, event);
 }
 
 c10::CachingDeviceAllocator::DeviceStats DeviceAllocator::getDeviceStats(c10::DeviceIndex device) {
-  DeviceState& state = states()[checkedDevice(device)];
-  std::lock_guard<std::mutex> lock(state.mutex);
-  return state.stats;
+  return blockPool(checkedDevice(device)).stats();
 }
 
 void DeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
-  DeviceState& state = states()[checkedDevice(device)];
-  std::lock_guard<std::mutex> lock(state.mutex);
-  forEachStat(state.stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
-  state.stats.num_alloc_retries = 0;
-  state.stats.num_ooms = 0;
-  state.stats.num_device_alloc = 0;
-  state.stats.num_device_free = 0;
+  blockPool(checkedDevice(device)).resetAccumulatedStats();
 }
 
 void DeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
-  DeviceState& state = states()[checkedDevice(device)];
-  std::lock_guard<std::mutex> lock(state.mutex);
-  forEachStat(state.stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
+  blockPool(checkedDevice(device)).resetPeakStats();
 }
 
 std::pair<size_t, size_t> DeviceAllocator::getMemoryInfo(c10::DeviceIndex device) {

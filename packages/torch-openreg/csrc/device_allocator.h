@@ -2,8 +2,8 @@
 //
 // Registered for DeviceType::PrivateUse1, so at::empty(device="openreg"),
 // torch.accelerator.memory_* and the stats in torch.openreg all use it.
-// Each allocation is one runtime orMalloc (no caching yet); the DataPtr's
-// context is a Block that records device and size for the statistics.
+// Memory comes from a caching pool per device (block_pool.h); a DataPtr's
+// context is its Block.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -33,6 +33,9 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   c10::DataPtr ownerOf(void* devicePointer);
   // Frees the live allocation starting at `devicePointer`.
   void freeByPointer(void* devicePointer);
+
+ private:
+  static c10::DeviceIndex deviceOfPointer(void* devicePointer);
 };
 
 DeviceAllocator& deviceAllocator();

@@ -1,226 +1,56 @@
 // fallback.cpp — the boxed fallback for PrivateUse1 (see fallback.h).
+//
+// Two paths run an operator's CPU kernel on device memory:
+//  * asynchronous (the common case): the operator first runs on meta shadows
+//    of its arguments on the caller's thread, which validates the call and
+//    gives the outputs' layout; the outputs are allocated on the device, and
+//    the CPU kernel (its out= overload when there is one) is enqueued on the
+//    current stream to fill them. The caller continues at once.
+//  * synchronous: for what cannot be known before the kernel runs — results
+//    that are not tensors (.item()-like), data-dependent shapes (nonzero,
+//    masked_select), results aliasing inputs, nested tensors, operators
+//    without a meta kernel. The kernel runs after all queued work and the
+//    caller waits, as CUDA does for such operators.
 #include "fallback.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
-#include <sstream>
 #include <vector>
 
+#include "async_plan.h"
 #include "device.h"
-#include "generator.h"
+#include "device_allocator.h"
+#include "fallback_arguments.h"
 #include "kernel_context.h"
 #include "kernel_launch.h"
+#include "out_variant.h"
 
 namespace torch_openreg {
 namespace {
 
-bool isGeneratorType(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::GeneratorType) return true;
-  auto optional = type->cast<c10::OptionalType>();
-  return optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
-}
+using Arguments = std::vector<c10::IValue>;
 
-// Finds the device an operator runs on and rejects mixed-device arguments
-// with the error CUDA gives. CPU tensors may mix only as 0-dim scalars, or
-// as indices (Tensor?[] arguments), which CUDA also accepts from the host.
-class DeviceResolver {
- public:
-  explicit DeviceResolver(const c10::OperatorHandle& op) : op_(op) {}
+// ---- Synchronous path --------------------------------------------------------
 
-  void visitTensor(const at::Tensor& tensor, const std::string& argument, bool indices) {
-    if (!tensor.defined()) return;
-    const c10::Device device = tensor.device();
-    if (device.type() == c10::DeviceType::PrivateUse1) {
-      if (!device_) {
-        device_ = device;
-        firstArgument_ = argument;
-      }
-      if (device != *device_) mismatch(device, argument);
-      return;
-    }
-    if (device.type() == c10::DeviceType::CPU && (tensor.dim() == 0 || indices)) return;
-    if (device_) mismatch(device, argument);
-    foreign_ = device;
-    foreignArgument_ = argument;
-  }
-
-  void visitDevice(const c10::Device& device) {
-    if (device.type() == c10::DeviceType::PrivateUse1 && !requestedDevice_) requestedDevice_ = device;
-  }
-
-  void visitGenerator(const at::Generator& generator) {
-    if (generator.defined() && generator.device().type() == c10::DeviceType::PrivateUse1) {
-      openregGenerator_ = true;
-    }
-  }
-
-  c10::DeviceIndex resolve() {
-    if (!device_ && requestedDevice_) device_ = requestedDevice_;
-    // Only an openreg generator routed the call here: the op runs elsewhere.
-    TORCH_CHECK(device_.has_value() || !openregGenerator_,
-                "Expected a 'cpu' device type for generator but found 'openreg' (in ",
-                op_.schema().name(), "); use a generator of the tensors' device");
-    TORCH_CHECK(device_.has_value(), "openreg fallback for ", op_.schema().name(),
-                " found no openreg tensor or device argument");
-    if (foreign_) mismatch(*foreign_, foreignArgument_);
-    return resolveDevice(device_->index());
-  }
-
- private:
-  [[noreturn]] void mismatch(const c10::Device& other, const std::string& argument) {
-    std::ostringstream message;
-    message << "Expected all tensors to be on the same device, but got " << argument << " is on "
-            << other << ", different from other tensors on " << *device_
-            << " (when checking argument in method " << op_.schema().name() << ")";
-    TORCH_CHECK(false, message.str());
-  }
-
-  const c10::OperatorHandle& op_;
-  std::optional<c10::Device> device_;
-  std::optional<c10::Device> requestedDevice_;
-  std::optional<c10::Device> foreign_;
-  bool openregGenerator_ = false;
-  std::string firstArgument_;
-  std::string foreignArgument_;
-};
-
-bool isIndexList(const c10::IValue& value) {
-  return value.isList() && value.toListRef().size() > 0 &&
-         (value.toListRef()[0].isNone() || value.toListRef()[0].isTensor()) &&
-         !value.isTensorList();
-}
-
-c10::DeviceIndex findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments) {
-  DeviceResolver resolver(op);
-  const auto& schema = op.schema().arguments();
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    const c10::IValue& value = arguments[i];
-    const std::string& name = schema[i].name();
-    if (value.isTensor()) {
-      resolver.visitTensor(value.toTensor(), name, false);
-    } else if (value.isTensorList()) {
-      for (const at::Tensor& tensor : value.toTensorList()) resolver.visitTensor(tensor, name, false);
-    } else if (value.isList()) {
-      const bool indices = isIndexList(value);
-      for (const c10::IValue& element : value.toListRef()) {
-        if (element.isTensor()) resolver.visitTensor(element.toTensor(), name, indices);
-      }
-    } else if (value.isDevice()) {
-      resolver.visitDevice(value.toDevice());
-    } else if (value.isGenerator()) {
-      resolver.visitGenerator(value.toGenerator());
-    }
-  }
-  return resolver.resolve();
-}
-
-// Argument conversion: openreg tensors -> aliases, devices -> CPU, generators
-// -> their CPU engines (the device's default one when none is given).
-c10::IValue toCpuArgument(const c10::IValue& value, const c10::Argument& argument,
-                          KernelContext& context) {
-  if (value.isTensor()) return context.alias(value.toTensor());
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> converted;
-    for (const at::Tensor& tensor : value.toTensorList()) converted.push_back(context.alias(tensor));
-    return converted;
-  }
-  if (value.isList() && value.toListRef().size() > 0 && !value.isTensorList()) {
-    bool hasTensors = false;
-    for (const c10::IValue& element : value.toListRef()) hasTensors |= element.isTensor();
-    if (hasTensors) {
-      c10::List<std::optional<at::Tensor>> converted;
-      for (const c10::IValue& element : value.toListRef()) {
-        converted.push_back(element.isTensor() ? std::optional(context.alias(element.toTensor()))
-                                               : std::nullopt);
-      }
-      return converted;
-    }
-  }
-  if (value.isDevice() && value.toDevice().type() == c10::DeviceType::PrivateUse1) {
-    return c10::Device(c10::DeviceType::CPU);
-  }
-  if (isGeneratorType(argument.type())) {
-    if (value.isNone()) return engineOf(defaultGenerator(context.device()));
-    const at::Generator& generator = value.toGenerator();
-    TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
-                "Expected a 'openreg' device type for generator but found '", generator.device().type(),
-                "'; create it with torch.Generator(device=\"openreg\")");
-    return engineOf(generator);
-  }
-  return value;
-}
-
-c10::IValue fromCpuResult(const c10::IValue& value, KernelContext& context) {
-  if (value.isTensor()) return context.adopt(value.toTensor());
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> converted;
-    for (const at::Tensor& tensor : value.toTensorList()) converted.push_back(context.adopt(tensor));
-    return converted;
-  }
-  return value;
-}
-
-bool isMutable(const c10::Argument& argument) {
-  return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
-}
-
-// The argument a return value aliases in place (out=, in-place ops), if any.
-std::optional<size_t> mutatedArgumentOf(const c10::FunctionSchema& schema, size_t returnIndex) {
-  const c10::AliasInfo* info = schema.returns()[returnIndex].alias_info();
-  if (info == nullptr || !info->isWrite()) return std::nullopt;
-  const auto& arguments = schema.arguments();
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    const c10::AliasInfo* candidate = arguments[i].alias_info();
-    if (candidate != nullptr && candidate->isWrite() && candidate->beforeSets() == info->beforeSets()) {
-      return i;
-    }
-  }
-  return std::nullopt;
-}
-
-void writeBackMutated(const c10::IValue& value, KernelContext& context) {
-  if (value.isTensor()) {
-    context.writeBack(value.toTensor());
-  } else if (value.isTensorList()) {
-    for (const at::Tensor& tensor : value.toTensorList()) context.writeBack(tensor);
-  }
-}
-
-bool hasNestedTensor(const std::vector<c10::IValue>& arguments) {
-  for (const c10::IValue& value : arguments) {
-    if (value.isTensor() && value.toTensor().is_nested()) return true;
-  }
-  return false;
-}
-
-// The CPU dispatch keys to run the kernel with: nested inputs need the
-// nested CPU kernels.
-c10::DispatchKeySet cpuKeysFor(const std::vector<c10::IValue>& arguments) {
-  c10::DispatchKeySet keys(c10::DispatchKey::CPU);
-  if (hasNestedTensor(arguments)) keys = keys | c10::DispatchKeySet(c10::DispatchKey::NestedTensorCPU);
-  return keys;
-}
-
-void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+std::vector<c10::IValue> runSynchronously(const c10::OperatorHandle& op, const Arguments& arguments,
+                                          c10::DeviceIndex device) {
   const c10::FunctionSchema& schema = op.schema();
-  const size_t argumentCount = schema.arguments().size();
-  std::vector<c10::IValue> arguments(stack->end() - argumentCount, stack->end());
-  const c10::DeviceIndex device = findDevice(op, arguments);
   std::vector<c10::IValue> results;
-
   runOnDevice(device, [&] {
     KernelContext context(device);
     torch::jit::Stack cpuStack;
-    cpuStack.reserve(argumentCount);
-    for (size_t i = 0; i < argumentCount; ++i) {
+    cpuStack.reserve(arguments.size());
+    for (size_t i = 0; i < arguments.size(); ++i) {
       cpuStack.push_back(toCpuArgument(arguments[i], schema.arguments()[i], context));
     }
     op.redispatchBoxed(cpuKeysFor(arguments), &cpuStack);
-    for (size_t i = 0; i < argumentCount; ++i) {
+    for (size_t i = 0; i < arguments.size(); ++i) {
       if (isMutable(schema.arguments()[i])) writeBackMutated(arguments[i], context);
     }
     for (size_t i = 0; i < cpuStack.size(); ++i) {
@@ -228,7 +58,154 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       results.push_back(mutated ? arguments[*mutated] : fromCpuResult(cpuStack[i], context));
     }
   });
+  return results;
+}
 
+// ---- Asynchronous path -------------------------------------------------------
+
+at::Tensor allocateLayout(const TensorLayout& layout, c10::DeviceIndex device) {
+  if (!layout.defined) return at::Tensor();
+  DeviceScope scope(device);
+  at::Tensor tensor = at::detail::empty_strided_generic(
+      layout.sizes, layout.strides, &deviceAllocator(),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), layout.dtype);
+  return tensor;
+}
+
+// out= arguments that the operator resizes get their new layout now, so the
+// kernel finds them ready (and the caller sees the final sizes at once).
+void applyArgumentLayouts(const AsyncPlan& plan, const Arguments& arguments) {
+  for (const auto& [index, layout] : plan.argumentLayouts) {
+    const at::Tensor& tensor = arguments[index].toTensor();
+    tensor.resize_(layout.sizes);
+    tensor.as_strided_(layout.sizes, layout.strides, layout.storageOffset);
+  }
+}
+
+// An operator call ready to run on the stream worker. It holds CPU aliases
+// (metadata over kernel-view addresses; they do not own device memory), so
+// device memory keeps the caller's lifetime and is reused in stream order,
+// as with CUDA's caching allocator, and the arguments' layouts are those of
+// the moment of the call.
+struct PreparedKernel {
+  c10::OperatorHandle op;
+  std::optional<c10::OperatorHandle> outOp;
+  c10::DispatchKeySet keys;
+  std::vector<c10::IValue> cpuArguments;
+  std::vector<at::Tensor> outputs;  // aliases of the preallocated outputs
+  std::vector<std::pair<at::Tensor, TensorLayout>> mutated;  // aliases and their layouts
+
+  void run() {
+    torch::jit::Stack stack(cpuArguments.begin(), cpuArguments.end());
+    if (outOp) {
+      for (const at::Tensor& output : outputs) stack.emplace_back(output);
+      outOp->redispatchBoxed(keys, &stack);
+    } else {
+      op.redispatchBoxed(keys, &stack);
+      copyResultsIntoOutputs(stack);
+    }
+    checkMutatedLayouts();
+  }
+
+ private:
+  void copyResultsIntoOutputs(const torch::jit::Stack& results) {
+    size_t next = 0;
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (mutatedArgumentOf(op.schema(), i)) continue;
+      const at::Tensor& output = outputs[next++];
+      if (output.defined()) output.copy_(results[i].toTensor());
+    }
+  }
+
+  void checkMutatedLayouts() const {
+    for (const auto& [alias, layout] : mutated) {
+      TORCH_CHECK(alias.sizes() == c10::IntArrayRef(layout.sizes) &&
+                      alias.strides() == c10::IntArrayRef(layout.strides) &&
+                      alias.storage_offset() == layout.storageOffset,
+                  "openreg: the CPU kernel of ", op.schema().name(),
+                  " changed the layout of an argument it mutates, unlike its meta kernel");
+    }
+  }
+};
+
+TensorLayout currentLayout(const at::Tensor& tensor) {
+  return TensorLayout{tensor.sizes().vec(), tensor.strides().vec(), tensor.storage_offset(),
+                      tensor.scalar_type(), true};
+}
+
+// Host tensors are read when the kernel runs; like CUDA (which passes scalars
+// and copies host indices at launch), take their values now, so later changes
+// by the caller do not leak into queued work.
+Arguments snapshotHostTensors(const Arguments& arguments) {
+  Arguments snapshot = arguments;
+  for (c10::IValue& value : snapshot) {
+    if (value.isTensor()) {
+      const at::Tensor& tensor = value.toTensor();
+      if (tensor.defined() && tensor.is_cpu() && !tensor.unsafeGetTensorImpl()->is_wrapped_number()) {
+        value = tensor.clone();
+      }
+    } else if (value.isList() && !value.isTensorList()) {
+      c10::List<std::optional<at::Tensor>> converted;
+      bool changed = false;
+      for (const c10::IValue& element : value.toListRef()) {
+        if (element.isTensor() && element.toTensor().is_cpu()) {
+          converted.push_back(element.toTensor().clone());
+          changed = true;
+        } else {
+          converted.push_back(element.isTensor() ? std::optional(element.toTensor()) : std::nullopt);
+        }
+      }
+      if (changed) value = converted;
+    }
+  }
+  return snapshot;
+}
+
+std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arguments& arguments,
+                                        const std::vector<at::Tensor>& outputs,
+                                        c10::DeviceIndex device) {
+  const c10::FunctionSchema& schema = op.schema();
+  auto kernel = std::make_shared<PreparedKernel>(PreparedKernel{op, std::nullopt, cpuKeysFor(arguments)});
+  KernelContext context(device);
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    kernel->cpuArguments.push_back(toCpuArgument(arguments[i], schema.arguments()[i], context));
+    if (isMutable(schema.arguments()[i]) && arguments[i].isTensor() && arguments[i].toTensor().defined()) {
+      const at::Tensor alias = kernel->cpuArguments.back().toTensor();
+      kernel->mutated.emplace_back(alias, currentLayout(alias));
+    }
+  }
+  const bool allDefined =
+      std::all_of(outputs.begin(), outputs.end(), [](const at::Tensor& t) { return t.defined(); });
+  if (!outputs.empty() && allDefined) kernel->outOp = outVariantOf(op);
+  for (const at::Tensor& output : outputs) kernel->outputs.push_back(context.alias(output));
+  return kernel;
+}
+
+// ---- Dispatch ----------------------------------------------------------------
+
+void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t argumentCount = op.schema().arguments().size();
+  Arguments arguments(stack->end() - argumentCount, stack->end());
+  const c10::DeviceIndex device = findDevice(op, arguments);
+
+  std::shared_ptr<const AsyncPlan> plan = planFor(op, arguments);
+  std::vector<c10::IValue> results;
+  if (plan->synchronous) {
+    results = runSynchronously(op, arguments, device);
+  } else {
+    applyArgumentLayouts(*plan, arguments);
+    std::vector<at::Tensor> outputs;
+    for (const AsyncPlan::Result& result : plan->results) {
+      if (result.mutatedArgument >= 0) {
+        results.push_back(arguments[result.mutatedArgument]);
+      } else {
+        outputs.push_back(allocateLayout(result.layout, device));
+        results.emplace_back(outputs.back());
+      }
+    }
+    auto kernel = prepare(op, snapshotHostTensors(arguments), outputs, device);
+    launchOnDevice(device, [kernel] { kernel->run(); });
+  }
   torch::jit::drop(*stack, argumentCount);
   for (c10::IValue& result : results) stack->push_back(std::move(result));
 }
@@ -261,6 +238,15 @@ void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
+}
+
+// Operators that have a CPU kernel and also a generic (composite) one, which
+// would otherwise win over the fallback for PrivateUse1: openreg runs the
+// CPU kernel, so that results match the CPU's exactly.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"native_layer_norm", "native_group_norm", "mode.values"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
+  }
 }
 
 // Nested tensors on openreg (e.g. the Transformer fast path) run the CPU's

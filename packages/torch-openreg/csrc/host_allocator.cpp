@@ -1,52 +1,127 @@
-// host_allocator.cpp — orMallocHost-backed allocator with host stats.
+// host_allocator.cpp — cached orMallocHost blocks with host stats.
+//
+// Sizes round up to a power of two (at least one page) and freed blocks wait
+// in a free list per size for the next request, as in CUDA's host caching
+// allocator: pinned allocations are expensive and pinned buffers are usually
+// reused with the same sizes. empty_cache() returns the free ones.
 #include "host_allocator.h"
 
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <vector>
 
 #include "runtime_check.h"
 
 namespace torch_openreg {
 namespace {
 
+constexpr size_t kMinimumBlock = 4096;
+
 struct PinnedBlock {
   void* pointer;
-  size_t size;
+  size_t size;       // rounded size of the runtime allocation
+  size_t requested;  // bytes asked for by the current user
 };
 
-std::mutex statsMutex;
-at::HostStats stats;
-
-void recordHost(size_t bytes, bool allocated) {
-  std::lock_guard<std::mutex> lock(statsMutex);
-  for (auto* stat : {&stats.active_requests, &stats.allocations}) {
-    allocated ? stat->increase(1) : stat->decrease(1);
-  }
-  for (auto* stat : {&stats.active_bytes, &stats.allocated_bytes}) {
-    allocated ? stat->increase(bytes) : stat->decrease(bytes);
-  }
-  allocated ? ++stats.num_host_alloc : ++stats.num_host_free;
+size_t roundToPowerOfTwo(size_t bytes) {
+  size_t size = kMinimumBlock;
+  while (size < bytes) size <<= 1;
+  return size;
 }
 
-void freePinned(void* context) {
-  auto* block = static_cast<PinnedBlock*>(context);
-  recordHost(block->size, false);
-  if (orFreeHost(block->pointer) != orSuccess) {
-    TORCH_WARN("openreg: freeing pinned memory failed: ", orGetLastErrorMessage());
-    orGetLastError();
+class HostCache {
+ public:
+  PinnedBlock* take(size_t bytes) {
+    const size_t size = roundToPowerOfTwo(bytes);
+    PinnedBlock* block = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& free = freeBySize_[size];
+      if (!free.empty()) {
+        block = free.back();
+        free.pop_back();
+      }
+    }
+    if (block == nullptr) block = allocateNew(size);
+    block->requested = bytes;
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.active_requests.increase(1);
+    stats_.active_bytes.increase(block->size);
+    return block;
   }
-  delete block;
+
+  void giveBack(PinnedBlock* block) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.active_requests.decrease(1);
+    stats_.active_bytes.decrease(block->size);
+    freeBySize_[block->size].push_back(block);
+  }
+
+  void empty() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, blocks] : freeBySize_) {
+      for (PinnedBlock* block : blocks) {
+        if (orFreeHost(block->pointer) != orSuccess) orGetLastError();
+        stats_.allocations.decrease(1);
+        stats_.allocated_bytes.decrease(block->size);
+        ++stats_.num_host_free;
+        delete block;
+      }
+      blocks.clear();
+    }
+  }
+
+  at::HostStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  template <typename Visit>
+  void forEachStat(Visit&& visit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto* stat : {&stats_.active_requests, &stats_.allocations, &stats_.active_bytes,
+                       &stats_.allocated_bytes}) {
+      visit(*stat);
+    }
+  }
+
+  void resetCounters() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.num_host_alloc = 0;
+    stats_.num_host_free = 0;
+  }
+
+ private:
+  PinnedBlock* allocateNew(size_t size) {
+    void* pointer = nullptr;
+    OPENREG_CHECK(orMallocHost(&pointer, size));
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.allocations.increase(1);
+    stats_.allocated_bytes.increase(size);
+    ++stats_.num_host_alloc;
+    return new PinnedBlock{pointer, size, 0};
+  }
+
+  std::mutex mutex_;
+  std::map<size_t, std::vector<PinnedBlock*>> freeBySize_;
+  at::HostStats stats_;
+};
+
+HostCache& cache() {
+  static auto* instance = new HostCache();  // never destroyed: frees may come late at exit
+  return *instance;
 }
+
+void freePinned(void* context) { cache().giveBack(static_cast<PinnedBlock*>(context)); }
 
 }  // namespace
 
 c10::DataPtr HostAllocator::allocate(size_t nbytes) {
   const c10::Device cpu(c10::DeviceType::CPU);
   if (nbytes == 0) return c10::DataPtr(nullptr, cpu);
-  void* pointer = nullptr;
-  OPENREG_CHECK(orMallocHost(&pointer, nbytes));
-  recordHost(nbytes, true);
-  return c10::DataPtr(pointer, new PinnedBlock{pointer, nbytes}, &freePinned, cpu);
+  PinnedBlock* block = cache().take(nbytes);
+  return c10::DataPtr(block->pointer, block, &freePinned, cpu);
 }
 
 c10::DeleterFnPtr HostAllocator::raw_deleter() const { return &freePinned; }
@@ -56,35 +131,22 @@ void HostAllocator::copy_data(void* dest, const void* src, std::size_t count) co
 }
 
 bool HostAllocator::record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) {
-  // Pinned blocks are freed only when their last user is gone; nothing to track.
+  // Asynchronous copies hold their host tensors until they have run, so a
+  // cached block is never handed out while a copy still reads or writes it.
   return true;
 }
 
-void HostAllocator::empty_cache() {
-  // Nothing is cached: every free returns memory to the runtime.
-}
+void HostAllocator::empty_cache() { cache().empty(); }
 
-at::HostStats HostAllocator::get_stats() {
-  std::lock_guard<std::mutex> lock(statsMutex);
-  return stats;
-}
+at::HostStats HostAllocator::get_stats() { return cache().stats(); }
 
 void HostAllocator::reset_accumulated_stats() {
-  std::lock_guard<std::mutex> lock(statsMutex);
-  for (auto* stat : {&stats.active_requests, &stats.allocations, &stats.active_bytes,
-                     &stats.allocated_bytes}) {
-    stat->reset_accumulated();
-  }
-  stats.num_host_alloc = 0;
-  stats.num_host_free = 0;
+  cache().forEachStat([](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
+  cache().resetCounters();
 }
 
 void HostAllocator::reset_peak_stats() {
-  std::lock_guard<std::mutex> lock(statsMutex);
-  for (auto* stat : {&stats.active_requests, &stats.allocations, &stats.active_bytes,
-                     &stats.allocated_bytes}) {
-    stat->reset_peak();
-  }
+  cache().forEachStat([](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 
 bool HostAllocator::isPinned(const void* pointer) {

@@ -110,6 +110,9 @@ c10::Storage KernelContext::adoptStorage(const c10::Storage& cpuStorage) {
 
 at::Tensor KernelContext::adopt(const at::Tensor& result) {
   if (!result.defined() || result.device().type() != c10::DeviceType::CPU) return result;
+  TORCH_CHECK(result.layout() == c10::kStrided || result.is_nested(),
+              "openreg supports strided (and nested) tensors only; this operation produced a ",
+              result.layout(), " tensor. Run it on the CPU instead (tensor.cpu()).");
   const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
   auto aliased = originalOfAlias_.find(storage);
   if (aliased != originalOfAlias_.end()) {
@@ -144,3 +147,4 @@ void KernelContext::writeBack(const at::Tensor& original) {
 }
 
 }  // namespace torch_openreg
+

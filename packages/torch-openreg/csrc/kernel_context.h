@@ -2,17 +2,20 @@
 //
 // Inside stream work, an openreg tensor is reached through a CPU tensor that
 // views the same bytes at their kernel-view address (alias). CPU kernels run
-// on aliases unchanged. Afterwards the context maps CPU results back:
+// on aliases unchanged. Aliases are metadata: they do not own device memory
+// and may be made when work is enqueued; only the work dereferences them.
+// After a synchronous kernel, the context maps CPU results back:
 //   * a result viewing an input's alias storage -> a view of that input;
 //   * a result allocated during the kernel (device memory, see
 //     kernel_allocator.h) -> an openreg tensor owning that memory;
 //   * anything else (host memory) -> copied into new device memory.
 // and applies in-place metadata changes (resize) of mutated aliases back to
-// the openreg tensors. Valid only inside runOnDevice().
+// the openreg tensors (adopt/writeBack: inside runOnDevice() only).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
 #include <unordered_map>
 
 namespace torch_openreg {

@@ -3,6 +3,7 @@
 
 #include <ATen/ThreadLocalState.h>
 #include <Python.h>
+#include <c10/util/Exception.h>
 
 #include <exception>
 
@@ -16,7 +17,8 @@ namespace {
 
 thread_local int kernelDepth = 0;
 
-// Releases the GIL for the scope if this thread holds it.
+// Releases the GIL for the scope if this thread holds it: queued work may
+// need it (Python-defined operators, Python objects in the captured TLS).
 class GilRelease {
  public:
   GilRelease() {
@@ -32,39 +34,97 @@ class GilRelease {
   PyThreadState* saved_ = nullptr;
 };
 
+// What every piece of kernel work does around its body, on the worker: the
+// caller's PyTorch state, allocations from the device, and the launching
+// stream as the worker's current stream (so allocations are tagged with it).
+class KernelScope {
+ public:
+  KernelScope(const at::ThreadLocalState& callerState, const c10::Stream& stream)
+      : state_(callerState),
+        allocations_(stream.device_index()),
+        previousStream_(exchangeStream(stream)) {
+    ++kernelDepth;
+  }
+  ~KernelScope() {
+    --kernelDepth;
+    exchangeStream(previousStream_);
+  }
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
+
+ private:
+  at::ThreadLocalStateGuard state_;
+  KernelAllocationScope allocations_;
+  c10::Stream previousStream_;
+};
+
+c10::Stream launchStream(c10::DeviceIndex device) {
+  markDeviceUsed(device);
+  return currentStream(device);
+}
+
 }  // namespace
 
 bool insideKernel() { return kernelDepth > 0; }
 
-void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body) {
-  if (insideKernel()) {
-    // Nested launch from inside a kernel (e.g. a kernel that calls another
-    // openreg op): already on a worker, run inline.
+void launchOnDevice(c10::DeviceIndex device, std::function<void()> body) {
+  if (insideKernel()) {  // a kernel calling another openreg op: already on a worker
     KernelAllocationScope allocations(device);
     body();
     return;
   }
-  markDeviceUsed(device);
-  orStream_t stream = nativeHandle(currentStream(device));
+  const c10::Stream stream = launchStream(device);
+  auto work = [callerState = at::ThreadLocalState(), stream, body = std::move(body)] {
+    KernelScope scope(callerState, stream);
+    try {
+      body();
+    } catch (const c10::Error& error) {
+      // Without the C++ backtrace: the message is what users need to see.
+      orSetKernelError(error.what_without_backtrace());
+    }
+  };
+  OPENREG_CHECK(openreg::launchHostFunc(nativeHandle(stream), std::move(work)));
+}
+
+void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body) {
+  if (insideKernel()) {
+    KernelAllocationScope allocations(device);
+    body();
+    return;
+  }
+  const c10::Stream stream = launchStream(device);
   const at::ThreadLocalState callerState;
   std::exception_ptr failure;
   auto work = [&] {
-    at::ThreadLocalStateGuard state(callerState);
-    KernelAllocationScope allocations(device);
-    ++kernelDepth;
+    KernelScope scope(callerState, stream);
     try {
       body();
     } catch (...) {
       failure = std::current_exception();
     }
-    --kernelDepth;
   };
-  OPENREG_CHECK(openreg::launchHostFunc(stream, work));
+  orStream_t handle = nativeHandle(stream);
+  OPENREG_CHECK(openreg::launchHostFunc(handle, work));
   {
     GilRelease unlocked;
-    OPENREG_CHECK(orStreamSynchronize(stream));
+    OPENREG_CHECK(orStreamSynchronize(handle));
   }
   if (failure) std::rethrow_exception(failure);
+}
+
+void streamWaitsFor(const c10::Stream& waiter, const c10::Stream& producer) {
+  if (waiter == producer) return;
+  orEvent_t event = nullptr;
+  {
+    DeviceScope scope(producer.device_index());
+    OPENREG_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
+  }
+  // The wait holds the recorded point itself, so the event can go at once.
+  const orError_t recorded = orEventRecord(event, nativeHandle(producer));
+  const orError_t waited =
+      recorded == orSuccess ? orStreamWaitEvent(nativeHandle(waiter), event, 0) : recorded;
+  orEventDestroy(event);
+  OPENREG_CHECK(waited);
 }
 
 }  // namespace torch_openreg

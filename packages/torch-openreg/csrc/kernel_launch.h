@@ -1,22 +1,35 @@
 // kernel_launch.h — running operator code as work on an openreg stream.
 //
 // Every openreg kernel runs on the worker thread of the current stream of its
-// device: that is where the runtime allows kernel-view addresses. The
-// caller's thread-local PyTorch state (grad mode, dispatch-key exclusions,
-// ...) travels with the work, CPU allocations inside it come from the device
-// (KernelAllocationScope), and an exception thrown inside it is rethrown on
-// the caller with its original type and message. The caller releases the
-// GIL while it waits, because kernels may need it (Python-defined operators).
+// device: that is where the runtime allows kernel-view addresses. Work is
+// asynchronous, as on CUDA: launchOnDevice() enqueues and returns at once, and
+// the work owns everything it uses (tensors captured by value stay alive, and
+// their memory allocated, until it has run). The caller's thread-local PyTorch
+// state (grad mode, dispatch-key exclusions, ...) travels with the work, and
+// CPU allocations inside it come from the device (KernelAllocationScope).
+//
+// A failure inside asynchronous work is reported by the next synchronizing
+// call (stream/event/device synchronize, .cpu(), .item(), ...) with the
+// original message. runOnDevice() is the synchronous form for work whose
+// result the caller needs: it waits, and rethrows with the original type.
 #pragma once
 
 #include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 
 #include <functional>
 
 namespace torch_openreg {
 
-// Runs `body` on the current stream of `device` and waits for it.
+// Enqueues `body` on the current stream of `device`; returns immediately.
+void launchOnDevice(c10::DeviceIndex device, std::function<void()> body);
+
+// Runs `body` on the current stream of `device` after all work queued there,
+// waits for it, and rethrows its exception (if any) on the caller.
 void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body);
+
+// Later work on `waiter` starts only after work queued so far on `producer`.
+void streamWaitsFor(const c10::Stream& waiter, const c10::Stream& producer);
 
 // True on a thread that is currently running openreg kernel work.
 bool insideKernel();

@@ -14,6 +14,8 @@
 #include "hooks.h"
 #include "kernel_allocator.h"
 #include "runtime_check.h"
+#include "event.h"
+#include "stream.h"
 
 namespace py = pybind11;
 
@@ -68,6 +70,14 @@ PYBIND11_MODULE(_C, m) {
     return deviceAllocator().getMemoryInfo(static_cast<c10::DeviceIndex>(device));
   });
   m.def("_fallback_mode", &fallbackModeName);
+  m.def("_stream_priority", [](int64_t streamId, int device) {
+    return streamPriority(c10::Stream(c10::Stream::UNSAFE, openregDevice(static_cast<c10::DeviceIndex>(device)),
+                                      streamId));
+  });
+  m.def("_event_elapsed_time", [](int64_t start, int64_t end) {
+    return elapsedMilliseconds(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end));
+  });
+  m.def("_stream_priority_range", [] { return std::make_pair(kLeastPriority, kGreatestPriority); });
   m.def("_check_runtime", [] {
     int count = 0;
     OPENREG_CHECK(orGetDeviceCount(&count));

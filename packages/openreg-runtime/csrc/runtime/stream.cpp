@@ -34,6 +34,9 @@ bool spinUntil(Ready&& ready) {
 
 // Set while a worker runs one piece of work; orSetKernelError writes here.
 thread_local std::optional<std::string>* currentWorkFailure = nullptr;
+// The stream whose worker this thread is (work may enqueue on its own stream
+// and must never wait for the queue it is draining).
+thread_local const Stream* workerOf = nullptr;
 }  // namespace
 
 bool reportFailureOfCurrentWork(const std::string& message) {
@@ -46,9 +49,14 @@ Stream::Stream(int device, int priority, unsigned flags, bool isDefault)
     : device_(device), priority_(priority), flags_(flags), isDefault_(isDefault) {}
 
 uint64_t Stream::enqueue(Work work) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   check(!closing_, orErrorInvalidResourceHandle, "the stream was destroyed");
   if (!workerStarted_) startWorkerLocked();
+  if (queue_.size() >= kMaxQueued && workerOf != this) {
+    ++sleepingWaiters_;
+    workDone_.wait(lock, [&] { return queue_.size() < kMaxQueued || closing_; });
+    --sleepingWaiters_;
+  }
   queue_.push_back(std::move(work));
   const uint64_t sequence = enqueued_.load(std::memory_order_relaxed) + 1;
   enqueued_.store(sequence, std::memory_order_release);
@@ -64,6 +72,7 @@ void Stream::startWorkerLocked() {
 }
 
 void Stream::workerLoop() {
+  workerOf = this;
   Work work;
   while (takeNext(work)) runOne(work);
 }

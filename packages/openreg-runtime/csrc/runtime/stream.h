@@ -31,8 +31,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  // Appends work; returns its sequence number (1-based).
+  // Appends work; returns its sequence number (1-based). Like a GPU's launch
+  // queue, the queue is bounded: a host thread enqueueing more than
+  // kMaxQueued pieces of work waits for the worker to catch up.
   uint64_t enqueue(Work work);
+  static constexpr size_t kMaxQueued = 1024;
   bool isComplete(uint64_t sequence);
   void waitFor(uint64_t sequence);
   // Waits for everything enqueued so far.

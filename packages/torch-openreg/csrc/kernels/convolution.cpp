@@ -11,9 +11,9 @@
 #include <torch/library.h>
 
 #include <tuple>
+#include <vector>
 
-#include "kernel_context.h"
-#include "kernel_launch.h"
+#include "async_functional.h"
 
 namespace torch_openreg {
 namespace {
@@ -22,17 +22,16 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                        at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                        at::IntArrayRef outputPadding, int64_t groups) {
-  const c10::DeviceIndex device = input.device().index();
-  at::Tensor output;
-  runOnDevice(device, [&] {
-    KernelContext context(device);
-    std::optional<at::Tensor> biasAlias;
-    if (bias && bias->defined()) biasAlias = context.alias(*bias);
-    output = context.adopt(at::convolution(context.alias(input), context.alias(weight), biasAlias,
-                                           stride, padding, dilation, transposed, outputPadding,
-                                           groups));
-  });
-  return output;
+  std::vector<int64_t> strides(stride.begin(), stride.end()), paddings(padding.begin(), padding.end());
+  std::vector<int64_t> dilations(dilation.begin(), dilation.end());
+  std::vector<int64_t> outputPaddings(outputPadding.begin(), outputPadding.end());
+  auto forward = [=](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
+    const std::optional<at::Tensor> maybeBias = t[2].defined() ? std::optional(t[2]) : std::nullopt;
+    return {at::convolution(t[0], t[1], maybeBias, strides, paddings, dilations, transposed,
+                            outputPaddings, groups)};
+  };
+  return launchFunctional(input.device().index(), {input, weight, bias.value_or(at::Tensor())},
+                          forward)[0];
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
@@ -41,17 +40,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
     at::IntArrayRef outputPadding, int64_t groups, std::array<bool, 3> outputMask) {
   // The bias has one element per output channel.
   const int64_t outputChannels = transposed ? weight.size(1) * groups : weight.size(0);
-  const std::vector<int64_t> biasSizes{outputChannels};
-  const c10::DeviceIndex device = input.device().index();
-  std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
-  runOnDevice(device, [&] {
-    KernelContext context(device);
-    auto [gradInput, gradWeight, gradBias] = at::convolution_backward(
-        context.alias(gradOutput), context.alias(input), context.alias(weight), biasSizes,
-        stride, padding, dilation, transposed, outputPadding, groups, outputMask);
-    grads = {context.adopt(gradInput), context.adopt(gradWeight), context.adopt(gradBias)};
-  });
-  return grads;
+  std::vector<int64_t> strides(stride.begin(), stride.end()), paddings(padding.begin(), padding.end());
+  std::vector<int64_t> dilations(dilation.begin(), dilation.end());
+  std::vector<int64_t> outputPaddings(outputPadding.begin(), outputPadding.end());
+  auto backward = [=](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
+    auto [gradInput, gradWeight, gradBias] =
+        at::convolution_backward(t[0], t[1], t[2], std::vector<int64_t>{outputChannels}, strides,
+                                 paddings, dilations, transposed, outputPaddings, groups, outputMask);
+    return {gradInput, gradWeight, gradBias};
+  };
+  auto grads = launchFunctional(input.device().index(), {gradOutput, input, weight}, backward);
+  return {grads[0], grads[1], grads[2]};
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -1,17 +1,22 @@
 // copy.cpp — copies between host and device and between devices, and item().
 //
 // PyTorch routes Tensor.copy_ for a non-CPU/CUDA device to _copy_from. Every
-// direction is one CPU copy_ on aliases, run as work on the stream of the
-// destination's device (or the source's, for device-to-host): the kernel reads
+// direction is one CPU copy_ on aliases, run as stream work (the kernel reads
 // host memory directly and converts dtype and layout on the way, so there is
-// never a staging buffer.
+// never a staging buffer). Host synchronisation follows CUDA:
+//   host -> device: asynchronous only with non_blocking=True from pinned memory;
+//   device -> host: asynchronous only with non_blocking=True into pinned memory;
+//   device -> device: always asynchronous; across devices, a two-way barrier
+//   between the two devices' current streams orders it with both sides' work.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
+#include "host_allocator.h"
 #include "kernel_context.h"
 #include "kernel_launch.h"
+#include "stream.h"
 
 namespace torch_openreg {
 namespace {
@@ -20,20 +25,55 @@ bool isOpenReg(const at::Tensor& tensor) {
   return tensor.device().type() == c10::DeviceType::PrivateUse1;
 }
 
+bool isPinned(const at::Tensor& tensor) {
+  return tensor.has_storage() && HostAllocator::isPinned(tensor.storage().data());
+}
+
 void checkCopyable(const at::Tensor& tensor, const char* role) {
   TORCH_CHECK(isOpenReg(tensor) || tensor.device().type() == c10::DeviceType::CPU,
               "openreg can copy to and from CPU or openreg tensors only; the ", role, " is on ",
               tensor.device());
 }
 
-at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool /*nonBlocking*/) {
+// Host tensors are captured as they are (keeping pinned memory alive until
+// the copy has run); device tensors as aliases (stream order protects them).
+void copyOnDevice(const at::Tensor& source, const at::Tensor& destination, c10::DeviceIndex device,
+                  bool waitForIt) {
+  KernelContext context(device);
+  const at::Tensor from = context.alias(source);
+  const at::Tensor to = context.alias(destination);
+  if (waitForIt) {
+    runOnDevice(device, [&] { to.copy_(from); });
+  } else {
+    launchOnDevice(device, [from, to] { to.copy_(from); });
+  }
+}
+
+void copyAcrossDevices(const at::Tensor& source, const at::Tensor& destination) {
+  const c10::Stream sourceStream = currentStream(source.device().index());
+  const c10::Stream destinationStream = currentStream(destination.device().index());
+  // Nobody may still be using the destination, and the destination's later
+  // work must see the copy.
+  streamWaitsFor(sourceStream, destinationStream);
+  copyOnDevice(source, destination, source.device().index(), false);
+  streamWaitsFor(destinationStream, sourceStream);
+}
+
+at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlocking) {
   checkCopyable(self, "source");
   checkCopyable(dst, "destination");
-  const c10::DeviceIndex device = isOpenReg(dst) ? dst.device().index() : self.device().index();
-  runOnDevice(device, [&] {
-    KernelContext context(device);
-    context.alias(dst).copy_(context.alias(self));
-  });
+  if (dst.numel() == 0) return dst;
+  if (isOpenReg(self) && isOpenReg(dst)) {
+    if (self.device() == dst.device()) {
+      copyOnDevice(self, dst, dst.device().index(), false);
+    } else {
+      copyAcrossDevices(self, dst);
+    }
+  } else if (isOpenReg(dst)) {
+    copyOnDevice(self, dst, dst.device().index(), !(nonBlocking && isPinned(self)));
+  } else {
+    copyOnDevice(self, dst, self.device().index(), !(nonBlocking && isPinned(dst)));
+  }
   return dst;
 }
 
@@ -44,16 +84,17 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 
 at::Scalar localScalarDense(const at::Tensor& self) {
   at::Scalar value;
-  runOnDevice(self.device().index(), [&] {
-    KernelContext context(self.device().index());
+  const c10::DeviceIndex device = self.device().index();
+  runOnDevice(device, [&] {
+    KernelContext context(device);
     value = at::_local_scalar_dense(context.alias(self));
   });
   return value;
 }
 
-// The CPU copy_ run by copyFrom resolves conjugate/negative bits itself (the
-// aliases carry them), so these keys must not materialise the source first:
-// their generic fallback would clone, which copies, which recurses.
+// The CPU copy_ run by copyKernel resolves conjugate/negative bits itself
+// (the aliases carry them), so these keys must not materialise the source
+// first: their generic fallback would clone, which copies, which recurses.
 TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
   m.impl("_copy_from", torch::CppFunction::makeFallthrough());
   m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());

@@ -1,8 +1,10 @@
 // fill.cpp — fill_: the simplest native kernel, and the pattern to copy.
 //
-// A native kernel is a function registered for PrivateUse1 that runs its work
-// with runOnDevice(); inside, KernelContext::alias() gives CPU tensors over
-// the device memory, on which any CPU code (ATen or a hand-written loop) runs.
+// A native kernel is a function registered for PrivateUse1 that enqueues its
+// work with launchOnDevice(). KernelContext::alias() gives CPU tensors over
+// the device memory, on which any CPU code (ATen or a hand-written loop) runs
+// inside the work. The work captures aliases, not the openreg tensors: like a
+// CUDA kernel, it does not keep device memory alive (stream order does).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/fill.h>
 #include <torch/library.h>
@@ -15,10 +17,8 @@ namespace {
 
 at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
   const c10::DeviceIndex device = self.device().index();
-  runOnDevice(device, [&] {
-    KernelContext context(device);
-    context.alias(self).fill_(value);
-  });
+  const at::Tensor target = KernelContext(device).alias(self);
+  launchOnDevice(device, [target, value] { target.fill_(value); });
   return self;
 }
 
@@ -30,10 +30,11 @@ at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
               ", different from other tensors on ", self.device(),
               " (when checking argument in method fill_)");
   const c10::DeviceIndex device = self.device().index();
-  runOnDevice(device, [&] {
-    KernelContext context(device);
-    context.alias(self).fill_(context.alias(value));
-  });
+  KernelContext context(device);
+  const at::Tensor target = context.alias(self);
+  // A CPU value is read now: the caller may change it before the work runs.
+  const at::Tensor source = value.device().is_cpu() ? value.clone() : context.alias(value);
+  launchOnDevice(device, [target, source] { target.fill_(source); });
   return self;
 }
 

@@ -7,6 +7,8 @@ convenience methods, which need the name and the module.
 
 from __future__ import annotations
 
+import atexit
+
 import torch
 
 from . import _C, openreg
@@ -32,4 +34,21 @@ def register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
     )
+    atexit.register(_drain_devices)
     _registered = True
+
+
+def _drain_devices() -> None:
+    """Let queued device work finish before the interpreter tears down.
+
+    Stream workers run CPU kernels that use PyTorch's process-wide state
+    (thread pools, allocators); finishing them first keeps exit orderly.
+    Failures are not reported here: nobody could act on them any more.
+    """
+    for index in range(_C._device_count()):
+        if not openreg.is_initialized():
+            return
+        try:
+            _C._synchronize(index)
+        except RuntimeError:
+            pass

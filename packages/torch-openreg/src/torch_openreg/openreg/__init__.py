@@ -25,6 +25,15 @@ from .memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
+from .streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 from .random import (
     get_rng_state,
     get_rng_state_all,
@@ -139,7 +148,14 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "Event",
+    "Stream",
+    "StreamContext",
     "_utils",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    "stream",
     "current_device",
     "device",
     "device_count",

@@ -1,0 +1,239 @@
+// async_plan.cpp — planning on meta shadows, and the plan cache.
+#include "async_plan.h"
+
+#include <c10/util/hash.h>
+
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "fallback_arguments.h"
+#include "meta_shadow.h"
+
+namespace torch_openreg {
+namespace {
+
+// ---- Planning ----------------------------------------------------------------
+
+TensorLayout layoutOf(const at::Tensor& tensor) {
+  TensorLayout layout;
+  if (!tensor.defined()) return layout;
+  layout.sizes = tensor.sizes().vec();
+  layout.strides = tensor.strides().vec();
+  layout.storageOffset = tensor.storage_offset();
+  layout.dtype = tensor.scalar_type();
+  layout.defined = true;
+  return layout;
+}
+
+bool sameLayout(const at::Tensor& tensor, const TensorLayout& layout) {
+  return tensor.sizes() == c10::IntArrayRef(layout.sizes) &&
+         tensor.strides() == c10::IntArrayRef(layout.strides) &&
+         tensor.storage_offset() == layout.storageOffset;
+}
+
+c10::IValue shadowArgument(const c10::IValue& value, const c10::Argument& argument,
+                           MetaShadows& shadows) {
+  if (value.isTensor()) return shadows.shadow(value.toTensor());
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> converted;
+    for (const at::Tensor& tensor : value.toTensorList()) converted.push_back(shadows.shadow(tensor));
+    return converted;
+  }
+  if (value.isList() && !value.isTensorList()) {
+    bool hasTensors = false;
+    for (const c10::IValue& element : value.toListRef()) hasTensors |= element.isTensor();
+    if (hasTensors) {
+      c10::List<std::optional<at::Tensor>> converted;
+      for (const c10::IValue& element : value.toListRef()) {
+        converted.push_back(element.isTensor() ? std::optional(shadows.shadow(element.toTensor()))
+                                               : std::nullopt);
+      }
+      return converted;
+    }
+  }
+  if (value.isDevice() && value.toDevice().type() == c10::DeviceType::PrivateUse1) {
+    return c10::Device(c10::DeviceType::Meta);
+  }
+  if (isGeneratorType(argument.type())) return c10::IValue();  // meta kernels draw nothing
+  return value;
+}
+
+AsyncPlan synchronousPlan() {
+  AsyncPlan plan;
+  plan.synchronous = true;
+  return plan;
+}
+
+AsyncPlan planOnMeta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& arguments) {
+  if (hasNestedTensor(arguments)) return synchronousPlan();
+  const c10::FunctionSchema& schema = op.schema();
+  MetaShadows shadows;
+  torch::jit::Stack stack;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    stack.push_back(shadowArgument(arguments[i], schema.arguments()[i], shadows));
+  }
+  const std::vector<c10::IValue> shadowed(stack.begin(), stack.end());
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+  } catch (const std::exception&) {
+    // No meta kernel, a data-dependent shape, or an invalid call: the
+    // synchronous path runs the real kernel, which raises the real error.
+    return synchronousPlan();
+  }
+  AsyncPlan plan;
+  std::vector<const c10::StorageImpl*> outputStorages;
+  for (size_t i = 0; i < stack.size(); ++i) {
+    AsyncPlan::Result result;
+    if (std::optional<size_t> mutated = mutatedArgumentOf(schema, i)) {
+      result.mutatedArgument = static_cast<int>(*mutated);
+    } else {
+      if (!stack[i].isTensor()) return synchronousPlan();  // a value the caller needs now
+      const at::Tensor& output = stack[i].toTensor();
+      if (output.defined()) {
+        const c10::StorageImpl* storage = output.storage().unsafeGetStorageImpl();
+        const bool shared = std::find(outputStorages.begin(), outputStorages.end(), storage) !=
+                            outputStorages.end();
+        if (shadows.aliasesShadow(output) || shared) return synchronousPlan();  // a view
+        outputStorages.push_back(storage);
+      }
+      result.layout = layoutOf(output);
+    }
+    plan.results.push_back(std::move(result));
+  }
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (!isMutable(schema.arguments()[i]) || !arguments[i].isTensor()) continue;
+    const at::Tensor& original = arguments[i].toTensor();
+    const at::Tensor& meta = shadowed[i].toTensor();
+    if (original.defined() && !sameLayout(original, layoutOf(meta))) {
+      plan.argumentLayouts.emplace_back(i, layoutOf(meta));
+    }
+  }
+  return plan;
+}
+
+// ---- Cache key -----------------------------------------------------------------
+
+// Everything a plan can depend on: the operator, and for every argument its
+// type and value, except tensor data (tensors contribute their metadata and
+// which other argument they share storage with).
+class KeyBuilder {
+ public:
+  explicit KeyBuilder(const c10::OperatorHandle& op) {
+    push(reinterpret_cast<intptr_t>(&op.schema()));
+  }
+
+  bool add(const c10::IValue& value) {
+    if (value.isTensor()) return addTensor(value.toTensor());
+    if (value.isNone()) return push(1);
+    if (value.isInt()) return push(2, value.toInt());
+    if (value.isBool()) return push(3, value.toBool());
+    if (value.isDouble()) return push(4, bitsOf(value.toDouble()));
+    if (value.isComplexDouble()) {
+      const c10::complex<double> number = value.toComplexDouble();
+      return push(5, bitsOf(number.real())) && push(bitsOf(number.imag()));
+    }
+    if (value.isDevice()) return push(6, static_cast<int64_t>(value.toDevice().type())) &&
+                                 push(value.toDevice().index());
+    if (value.isString()) return push(7, static_cast<int64_t>(std::hash<std::string>()(value.toStringRef())));
+    if (value.isGenerator()) return push(8);
+    if (value.isList()) {
+      push(9, static_cast<int64_t>(value.toListRef().size()));
+      for (const c10::IValue& element : value.toListRef()) {
+        if (!add(element)) return false;
+      }
+      return true;
+    }
+    return false;  // not understood: do not cache
+  }
+
+  const std::vector<int64_t>& key() const { return key_; }
+
+ private:
+  static int64_t bitsOf(double value) {
+    int64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof(bits));
+    return bits;
+  }
+
+  template <typename... Values>
+  bool push(Values... values) {
+    (key_.push_back(static_cast<int64_t>(values)), ...);
+    return true;
+  }
+
+  bool addTensor(const at::Tensor& tensor) {
+    if (!tensor.defined()) return push(10);
+    if (tensor.is_nested() || tensor.layout() != c10::kStrided) return false;
+    push(11, static_cast<int64_t>(tensor.device().type()), tensor.device().index(),
+         static_cast<int64_t>(tensor.scalar_type()), tensor.dim(), tensor.storage_offset(),
+         tensor.is_conj(), tensor.is_neg(), tensor.unsafeGetTensorImpl()->is_wrapped_number());
+    for (int64_t size : tensor.sizes()) push(size);
+    for (int64_t stride : tensor.strides()) push(stride);
+    return push(aliasClass(tensor));
+  }
+
+  // Index of the first tensor seen with the same storage.
+  int64_t aliasClass(const at::Tensor& tensor) {
+    const c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+    for (size_t i = 0; i < storages_.size(); ++i) {
+      if (storages_[i] == storage) return static_cast<int64_t>(i);
+    }
+    storages_.push_back(storage);
+    return static_cast<int64_t>(storages_.size() - 1);
+  }
+
+  std::vector<int64_t> key_;
+  std::vector<const c10::StorageImpl*> storages_;
+};
+
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& key) const {
+    size_t hash = 0;
+    for (int64_t part : key) hash = c10::hash_combine(hash, static_cast<size_t>(part));
+    return hash;
+  }
+};
+
+class PlanCache {
+ public:
+  std::shared_ptr<const AsyncPlan> find(const std::vector<int64_t>& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = plans_.find(key);
+    return found == plans_.end() ? nullptr : found->second;
+  }
+
+  void store(std::vector<int64_t> key, std::shared_ptr<const AsyncPlan> plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (plans_.size() >= kCapacity) plans_.clear();  // shapes changed wholesale: start over
+    plans_.emplace(std::move(key), std::move(plan));
+  }
+
+ private:
+  static constexpr size_t kCapacity = 16384;
+  std::mutex mutex_;
+  std::unordered_map<std::vector<int64_t>, std::shared_ptr<const AsyncPlan>, KeyHash> plans_;
+};
+
+PlanCache& planCache() {
+  static auto* cache = new PlanCache();
+  return *cache;
+}
+
+}  // namespace
+
+std::shared_ptr<const AsyncPlan> planFor(const c10::OperatorHandle& op,
+                                         const std::vector<c10::IValue>& arguments) {
+  KeyBuilder builder(op);
+  bool cacheable = true;
+  for (const c10::IValue& argument : arguments) cacheable = cacheable && builder.add(argument);
+  if (cacheable) {
+    if (auto cached = planCache().find(builder.key())) return cached;
+  }
+  auto plan = std::make_shared<const AsyncPlan>(planOnMeta(op, arguments));
+  if (cacheable) planCache().store(builder.key(), plan);
+  return plan;
+}
+
+}  // namespace torch_openreg

@@ -1,0 +1,45 @@
+// async_plan.h — what an operator returns, known before its kernel runs.
+//
+// To run an operator asynchronously, its outputs must exist when the call
+// returns. A plan records, per result, either "the mutated argument i" or the
+// layout (sizes, strides, dtype) of a new output, plus any layout change of
+// out= arguments. Plans come from running the operator on meta shadows, and
+// are cached by the operator and its arguments' metadata: PyTorch's meta
+// kernels for common operators are Python functions (tens of microseconds),
+// while a training loop repeats the same calls, so the cache answers nearly
+// every call after the first. An operator that cannot be planned (non-tensor
+// results, data-dependent shapes, views of inputs, no meta kernel) gets a plan
+// that says "synchronous".
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <memory>
+#include <vector>
+
+namespace torch_openreg {
+
+struct TensorLayout {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t storageOffset = 0;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool defined = false;
+};
+
+struct AsyncPlan {
+  bool synchronous = false;
+  struct Result {
+    int mutatedArgument = -1;  // >= 0: the result is that argument
+    TensorLayout layout;       // otherwise: a new output with this layout
+  };
+  std::vector<Result> results;
+  // Arguments whose layout the operator changes (out= resizing).
+  std::vector<std::pair<size_t, TensorLayout>> argumentLayouts;
+};
+
+// The plan for calling `op` with `arguments` (cached; never null).
+std::shared_ptr<const AsyncPlan> planFor(const c10::OperatorHandle& op,
+                                         const std::vector<c10::IValue>& arguments);
+
+}  // namespace torch_openreg

@@ -1,0 +1,40 @@
+// fallback_arguments.h — argument handling shared by the fallback's paths.
+//
+// Device resolution (with CUDA's mixed-device errors), conversion of
+// arguments to what a CPU kernel takes (aliases, CPU devices, generator
+// engines), and the schema facts the fallback needs (which arguments are
+// mutated, which results alias them).
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <optional>
+#include <vector>
+
+#include "kernel_context.h"
+
+namespace torch_openreg {
+
+// The device an operator runs on; raises on mixed devices.
+c10::DeviceIndex findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments);
+
+// An argument as the CPU kernel takes it: openreg tensors become aliases,
+// openreg devices CPU, generators their CPU engines (the device's default
+// one when none is given).
+c10::IValue toCpuArgument(const c10::IValue& value, const c10::Argument& argument,
+                          KernelContext& context);
+// A CPU result as an openreg value (see KernelContext::adopt).
+c10::IValue fromCpuResult(const c10::IValue& value, KernelContext& context);
+
+bool isGeneratorType(const c10::TypePtr& type);
+bool isMutable(const c10::Argument& argument);
+// The argument a result aliases in place (out=, in-place ops), if any.
+std::optional<size_t> mutatedArgumentOf(const c10::FunctionSchema& schema, size_t resultIndex);
+void writeBackMutated(const c10::IValue& value, KernelContext& context);
+
+bool hasNestedTensor(c10::ArrayRef<c10::IValue> arguments);
+// The CPU dispatch keys to run a kernel with (nested inputs need the
+// nested CPU kernels).
+c10::DispatchKeySet cpuKeysFor(c10::ArrayRef<c10::IValue> arguments);
+
+}  // namespace torch_openreg

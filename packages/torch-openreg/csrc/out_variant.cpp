@@ -1,0 +1,58 @@
+// out_variant.cpp — cached out= overload lookup.
+#include "out_variant.h"
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace torch_openreg {
+namespace {
+
+bool isTensorType(const c10::TypePtr& type) { return type->kind() == c10::TypeKind::TensorType; }
+
+bool matches(const c10::FunctionSchema& functional, const c10::FunctionSchema& out) {
+  const auto& inputs = functional.arguments();
+  const auto& candidates = out.arguments();
+  const auto& results = functional.returns();
+  if (candidates.size() != inputs.size() + results.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (candidates[i].name() != inputs[i].name() || *candidates[i].type() != *inputs[i].type()) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    const c10::Argument& slot = candidates[inputs.size() + i];
+    if (!isTensorType(results[i].type()) || !isTensorType(slot.type())) return false;
+    if (slot.alias_info() == nullptr || !slot.alias_info()->isWrite()) return false;
+  }
+  return true;
+}
+
+std::optional<c10::OperatorHandle> findOutVariant(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  const std::string& overload = name.overload_name;
+  for (const std::string& candidate : {overload.empty() ? std::string("out") : overload + "_out",
+                                       std::string("out")}) {
+    auto found = c10::Dispatcher::singleton().findOp({name.name, candidate});
+    if (found && found->hasSchema() && matches(op.schema(), found->schema()) &&
+        found->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+      return found;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<c10::OperatorHandle> outVariantOf(const c10::OperatorHandle& op) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::optional<c10::OperatorHandle>> cache;
+  const c10::OperatorName& name = op.operator_name();
+  const std::string key = name.name + "." + name.overload_name;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = cache.find(key);
+  if (found == cache.end()) found = cache.emplace(key, findOutVariant(op)).first;
+  return found->second;
+}
+
+}  // namespace torch_openreg
