@@ -223,17 +223,49 @@ PlanCache& planCache() {
 
 }  // namespace
 
-std::shared_ptr<const AsyncPlan> planFor(const c10::OperatorHandle& op,
-                                         const std::vector<c10::IValue>& arguments) {
+PlanTicket planFor(const c10::OperatorHandle& op, const std::vector<c10::IValue>& arguments) {
+  PlanTicket ticket;
   KeyBuilder builder(op);
-  bool cacheable = true;
-  for (const c10::IValue& argument : arguments) cacheable = cacheable && builder.add(argument);
-  if (cacheable) {
-    if (auto cached = planCache().find(builder.key())) return cached;
+  ticket.cacheable = true;
+  for (const c10::IValue& argument : arguments) ticket.cacheable = ticket.cacheable && builder.add(argument);
+  if (ticket.cacheable) {
+    if (auto cached = planCache().find(builder.key())) {
+      ticket.plan = std::move(cached);
+      return ticket;
+    }
   }
-  auto plan = std::make_shared<const AsyncPlan>(planOnMeta(op, arguments));
-  if (cacheable) planCache().store(builder.key(), plan);
-  return plan;
+  auto candidate = std::make_shared<AsyncPlan>(planOnMeta(op, arguments));
+  if (candidate->synchronous) {
+    ticket.plan = candidate;
+    if (ticket.cacheable) planCache().store(builder.key(), candidate);
+    return ticket;
+  }
+  ticket.candidate = std::move(candidate);
+  ticket.key = builder.key();
+  return ticket;
+}
+
+void confirmPlan(const PlanTicket& ticket, const std::vector<c10::IValue>& results,
+                 const std::vector<c10::IValue>& arguments) {
+  if (!ticket.cacheable || !ticket.candidate) return;
+  AsyncPlan& plan = *ticket.candidate;
+  bool faithful = results.size() == plan.results.size();
+  for (size_t i = 0; faithful && i < results.size(); ++i) {
+    AsyncPlan::Result& expected = plan.results[i];
+    if (expected.mutatedArgument >= 0) continue;
+    const at::Tensor actual = results[i].isTensor() ? results[i].toTensor() : at::Tensor();
+    faithful = actual.defined() == expected.layout.defined &&
+               (!actual.defined() || (actual.sizes() == c10::IntArrayRef(expected.layout.sizes) &&
+                                      actual.scalar_type() == expected.layout.dtype));
+    if (faithful && actual.defined()) expected.layout = layoutOf(actual);  // the CPU's strides
+  }
+  for (const auto& [index, layout] : plan.argumentLayouts) {
+    faithful = faithful && sameLayout(arguments[index].toTensor(), layout);
+  }
+  if (!faithful) {
+    plan = synchronousPlan();
+  }
+  planCache().store(ticket.key, ticket.candidate);
 }
 
 }  // namespace torch_openreg

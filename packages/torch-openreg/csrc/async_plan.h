@@ -10,6 +10,11 @@
 // every call after the first. An operator that cannot be planned (non-tensor
 // results, data-dependent shapes, views of inputs, no meta kernel) gets a plan
 // that says "synchronous".
+//
+// Meta kernels are not always faithful to the CPU kernels (an auxiliary
+// output's size, an output's strides). So a new plan is only a candidate: the
+// first call with a signature runs synchronously, and its real results
+// confirm the plan (taking the CPU's strides) or turn it synchronous.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -38,8 +43,17 @@ struct AsyncPlan {
   std::vector<std::pair<size_t, TensorLayout>> argumentLayouts;
 };
 
-// The plan for calling `op` with `arguments` (cached; never null).
-std::shared_ptr<const AsyncPlan> planFor(const c10::OperatorHandle& op,
-                                         const std::vector<c10::IValue>& arguments);
+struct PlanTicket {
+  std::shared_ptr<const AsyncPlan> plan;  // null: run synchronously, then confirm
+  std::shared_ptr<AsyncPlan> candidate;
+  std::vector<int64_t> key;
+  bool cacheable = false;
+};
+
+// The plan for calling `op` with `arguments`.
+PlanTicket planFor(const c10::OperatorHandle& op, const std::vector<c10::IValue>& arguments);
+// Records what a synchronous first call really produced (see above).
+void confirmPlan(const PlanTicket& ticket, const std::vector<c10::IValue>& results,
+                 const std::vector<c10::IValue>& arguments);
 
 }  // namespace torch_openreg

@@ -63,6 +63,7 @@ void forEachStat(c10::CachingDeviceAllocator::DeviceStats& stats, Visit&& visit)
 
 bool BlockPool::ByStreamAndSize::operator()(const Block* a, const Block* b) const {
   if (a->stream != b->stream) return a->stream < b->stream;
+  if (a->kernelPool != b->kernelPool) return a->kernelPool < b->kernelPool;
   if (a->size != b->size) return a->size < b->size;
   return a->pointer < b->pointer;
 }
@@ -95,9 +96,11 @@ Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
 
 Block* BlockPool::takeFree(size_t size, orStream_t stream, bool small) {
   FreeBlocks& pool = poolFor(small);
-  Block key{device_, stream, size, nullptr, small};
+  Block key{device_, stream, size, nullptr, small, insideKernel()};
   auto found = pool.lower_bound(&key);
-  if (found == pool.end() || (*found)->stream != stream) return nullptr;
+  if (found == pool.end() || (*found)->stream != stream || (*found)->kernelPool != key.kernelPool) {
+    return nullptr;
+  }
   Block* block = *found;
   removeFree(block);
   return block;
@@ -145,8 +148,8 @@ void BlockPool::throwOutOfMemory(size_t requested, size_t segmentSize) {
   }
   const auto all = static_cast<size_t>(StatType::AGGREGATE);
   TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device ", static_cast<int>(device_),
-                   ": tried to allocate ", humanBytes(requested), " (a ", humanBytes(segmentSize),
-                   " segment); ", humanBytes(static_cast<size_t>(stats_.allocated_bytes[all].current)),
+                   ": tried to allocate ", humanBytes(requested), " (", requested, " bytes, in a ",
+                   humanBytes(segmentSize), " segment); ", humanBytes(static_cast<size_t>(stats_.allocated_bytes[all].current)),
                    " in use by tensors, ", humanBytes(static_cast<size_t>(stats_.reserved_bytes[all].current)),
                    " reserved by the allocator, ", humanBytes(total), " capacity (", humanBytes(free),
                    " free). Free tensors you no longer need, or raise OPENREG_DEVICE_MEMORY.");
@@ -160,7 +163,7 @@ Block* BlockPool::newSegment(size_t size, orStream_t stream, bool small,
   ++stats_.num_device_alloc;
   updateStat(stats_.segment, small, 1);
   updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(segmentSize));
-  return new Block{device_, stream, segmentSize, pointer, small};
+  return new Block{device_, stream, segmentSize, pointer, small, insideKernel()};
 }
 
 void BlockPool::splitIfWorthIt(Block* block, size_t size) {
@@ -168,7 +171,7 @@ void BlockPool::splitIfWorthIt(Block* block, size_t size) {
   const bool worthIt = block->small ? remaining >= kRounding : remaining > kSmallRequest;
   if (!worthIt) return;
   auto* rest = new Block{device_, block->stream, remaining, static_cast<char*>(block->pointer) + size,
-                         block->small};
+                         block->small, block->kernelPool};
   rest->previous = block;
   rest->next = block->next;
   if (block->next != nullptr) block->next->previous = rest;
@@ -194,14 +197,17 @@ void BlockPool::removeFree(Block* block) {
 }
 
 Block* BlockPool::mergeWithNeighbours(Block* block) {
-  if (Block* next = block->next; next != nullptr && !next->allocated) {
+  auto mergeable = [block](const Block* neighbour) {
+    return neighbour != nullptr && !neighbour->allocated && neighbour->kernelPool == block->kernelPool;
+  };
+  if (Block* next = block->next; mergeable(next)) {
     removeFree(next);
     block->size += next->size;
     block->next = next->next;
     if (next->next != nullptr) next->next->previous = block;
     delete next;
   }
-  if (Block* previous = block->previous; previous != nullptr && !previous->allocated) {
+  if (Block* previous = block->previous; mergeable(previous)) {
     removeFree(previous);
     previous->size += block->size;
     previous->next = block->next;
@@ -222,6 +228,7 @@ void BlockPool::release(Block* block) {
   updateStat(stats_.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
   block->allocated = false;
   block->requested = 0;
+  block->kernelPool = insideKernel();  // freed by the host: stream order protects it
   insertFree(mergeWithNeighbours(block));
 }
 

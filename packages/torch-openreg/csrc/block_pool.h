@@ -9,7 +9,10 @@
 // freed neighbours are merged again. Free blocks are kept per stream: a block
 // freed while queued work may still use it is only handed out again for the
 // same stream, whose later work runs after that use (stream order) — which
-// is why kernels need not keep the memory they use alive. Returning cached
+// is why kernels need not keep the memory they use alive. Memory a kernel
+// allocates while it runs (temporaries, results) comes from a separate,
+// kernel-private pool per stream: a block the host freed may still be needed
+// by work queued after the running kernel, so kernels must not reuse it. Returning cached
 // segments to the runtime (empty_cache, and out-of-memory, which releases
 // the cache and retries once before raising) first waits for the device.
 #pragma once
@@ -31,6 +34,7 @@ struct Block {
   size_t size;        // bytes of the block (rounded)
   void* pointer;
   bool small;         // cut from the small-block pool
+  bool kernelPool = false;  // free in the stream's kernel-private pool
   size_t requested = 0;
   bool allocated = false;
   Block* previous = nullptr;  // neighbours in the same segment
@@ -47,6 +51,7 @@ class BlockPool {
   BlockPool& operator=(const BlockPool&) = delete;
 
   // Throws c10::OutOfMemoryError (torch.OutOfMemoryError) if the device is full.
+  // Inside kernel work, blocks come from (and return to) the kernel pool.
   Block* allocate(size_t bytes, orStream_t stream);
   void release(Block* block);
   // The allocated block starting at `pointer` (throws if there is none).

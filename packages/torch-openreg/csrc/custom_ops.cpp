@@ -25,6 +25,10 @@ namespace torch_openreg {
 namespace {
 
 at::Tensor swishOpenReg(const at::Tensor& x) {
+  // Validate on the host: a kernel's own failure would only surface at the
+  // next synchronization.
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(x.scalar_type()), "\"openreg_swish\" not implemented for '",
+                              c10::toString(x.scalar_type()), "'");
   const at::Tensor input = x.contiguous();
   at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
   const c10::DeviceIndex device = input.device().index();

@@ -20,7 +20,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "async_plan.h"
@@ -87,6 +90,12 @@ void applyArgumentLayouts(const AsyncPlan& plan, const Arguments& arguments) {
 // device memory keeps the caller's lifetime and is reused in stream order,
 // as with CUDA's caching allocator, and the arguments' layouts are those of
 // the moment of the call.
+TensorLayout layoutNow(const at::Tensor& tensor) {
+  if (!tensor.defined()) return TensorLayout{};
+  return TensorLayout{tensor.sizes().vec(), tensor.strides().vec(), tensor.storage_offset(),
+                      tensor.scalar_type(), true};
+}
+
 struct PreparedKernel {
   c10::OperatorHandle op;
   std::optional<c10::OperatorHandle> outOp;
@@ -94,44 +103,101 @@ struct PreparedKernel {
   std::vector<c10::IValue> cpuArguments;
   std::vector<at::Tensor> outputs;  // aliases of the preallocated outputs
   std::vector<std::pair<at::Tensor, TensorLayout>> mutated;  // aliases and their layouts
+  std::vector<TensorLayout> outputLayouts;  // as allocated
+  std::vector<std::pair<void*, size_t>> outputMemory;  // kernel-view address and bytes
 
   void run() {
-    torch::jit::Stack stack(cpuArguments.begin(), cpuArguments.end());
-    if (outOp) {
-      for (const at::Tensor& output : outputs) stack.emplace_back(output);
-      outOp->redispatchBoxed(keys, &stack);
-    } else {
-      op.redispatchBoxed(keys, &stack);
-      copyResultsIntoOutputs(stack);
-    }
+    if (!outOp || !runOutVariant()) runFunctional();
     checkMutatedLayouts();
   }
 
  private:
-  void copyResultsIntoOutputs(const torch::jit::Stack& results) {
+  // Writes straight into the outputs. Some out= kernels do not match their
+  // functional form (they resize the out tensor, or expect another shape):
+  // then this reports false and the operator is not tried that way again.
+  bool runOutVariant() {
+    if (knownMismatch(*outOp)) return false;
+    torch::jit::Stack stack(cpuArguments.begin(), cpuArguments.end());
+    for (const at::Tensor& output : outputs) stack.emplace_back(output);
+    try {
+      outOp->redispatchBoxed(keys, &stack);
+    } catch (const std::exception&) {
+      // Retried in functional form, which raises again if the call is invalid.
+      rememberMismatch(*outOp);
+      return false;
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!sameLayout(outputs[i], outputLayouts[i]) ||
+          outputs[i].storage().data() != outputMemory[i].first) {
+        rememberMismatch(*outOp);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void runFunctional() {
+    torch::jit::Stack results(cpuArguments.begin(), cpuArguments.end());
+    op.redispatchBoxed(keys, &results);
     size_t next = 0;
     for (size_t i = 0; i < results.size(); ++i) {
       if (mutatedArgumentOf(op.schema(), i)) continue;
-      const at::Tensor& output = outputs[next++];
-      if (output.defined()) output.copy_(results[i].toTensor());
+      const size_t index = next++;
+      if (outputs[index].defined()) pristineOutput(index).copy_(results[i].toTensor());
     }
+  }
+
+  // An out= kernel that failed may have re-pointed an output alias to memory
+  // of its own: the functional result must land in the preallocated memory.
+  at::Tensor pristineOutput(size_t index) const {
+    const TensorLayout& layout = outputLayouts[index];
+    const auto& [data, bytes] = outputMemory[index];
+    if (outputs[index].storage().data() == data && sameLayout(outputs[index], layout)) {
+      return outputs[index];
+    }
+    c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
+                         c10::DataPtr(data, c10::Device(c10::DeviceType::CPU)), nullptr, false);
+    auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
+                                                     c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                     outputs[index].dtype());
+    impl->set_sizes_and_strides(layout.sizes, layout.strides, layout.storageOffset);
+    return at::Tensor(std::move(impl));
   }
 
   void checkMutatedLayouts() const {
     for (const auto& [alias, layout] : mutated) {
-      TORCH_CHECK(alias.sizes() == c10::IntArrayRef(layout.sizes) &&
-                      alias.strides() == c10::IntArrayRef(layout.strides) &&
-                      alias.storage_offset() == layout.storageOffset,
-                  "openreg: the CPU kernel of ", op.schema().name(),
+      TORCH_CHECK(sameLayout(alias, layout), "openreg: the CPU kernel of ", op.schema().name(),
                   " changed the layout of an argument it mutates, unlike its meta kernel");
     }
   }
+
+  static bool sameLayout(const at::Tensor& tensor, const TensorLayout& layout) {
+    return tensor.sizes() == c10::IntArrayRef(layout.sizes) &&
+           tensor.strides() == c10::IntArrayRef(layout.strides) &&
+           tensor.storage_offset() == layout.storageOffset;
+  }
+
+  static std::mutex& mismatchMutex() {
+    static std::mutex mutex;
+    return mutex;
+  }
+  static std::unordered_set<std::string>& mismatches() {
+    static auto* names = new std::unordered_set<std::string>();
+    return *names;
+  }
+  static std::string nameOf(const c10::OperatorHandle& handle) {
+    return handle.operator_name().name + "." + handle.operator_name().overload_name;
+  }
+  static bool knownMismatch(const c10::OperatorHandle& handle) {
+    std::lock_guard<std::mutex> lock(mismatchMutex());
+    return mismatches().count(nameOf(handle)) > 0;
+  }
+  static void rememberMismatch(const c10::OperatorHandle& handle) {
+    std::lock_guard<std::mutex> lock(mismatchMutex());
+    mismatches().insert(nameOf(handle));
+  }
 };
 
-TensorLayout currentLayout(const at::Tensor& tensor) {
-  return TensorLayout{tensor.sizes().vec(), tensor.strides().vec(), tensor.storage_offset(),
-                      tensor.scalar_type(), true};
-}
 
 // Host tensors are read when the kernel runs; like CUDA (which passes scalars
 // and copies host indices at launch), take their values now, so later changes
@@ -171,13 +237,21 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
     kernel->cpuArguments.push_back(toCpuArgument(arguments[i], schema.arguments()[i], context));
     if (isMutable(schema.arguments()[i]) && arguments[i].isTensor() && arguments[i].toTensor().defined()) {
       const at::Tensor alias = kernel->cpuArguments.back().toTensor();
-      kernel->mutated.emplace_back(alias, currentLayout(alias));
+      kernel->mutated.emplace_back(alias, layoutNow(alias));
     }
   }
+  // out= kernels only for purely functional operators: retrying one that
+  // failed must not repeat side effects on mutated arguments.
   const bool allDefined =
       std::all_of(outputs.begin(), outputs.end(), [](const at::Tensor& t) { return t.defined(); });
-  if (!outputs.empty() && allDefined) kernel->outOp = outVariantOf(op);
-  for (const at::Tensor& output : outputs) kernel->outputs.push_back(context.alias(output));
+  if (!outputs.empty() && allDefined && kernel->mutated.empty()) kernel->outOp = outVariantOf(op);
+  for (const at::Tensor& output : outputs) {
+    const at::Tensor alias = context.alias(output);
+    kernel->outputs.push_back(alias);
+    kernel->outputLayouts.push_back(layoutNow(alias));
+    kernel->outputMemory.emplace_back(alias.defined() ? alias.storage().mutable_data() : nullptr,
+                                      alias.defined() ? alias.storage().nbytes() : 0);
+  }
   return kernel;
 }
 
@@ -188,10 +262,12 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Arguments arguments(stack->end() - argumentCount, stack->end());
   const c10::DeviceIndex device = findDevice(op, arguments);
 
-  std::shared_ptr<const AsyncPlan> plan = planFor(op, arguments);
+  const PlanTicket ticket = planFor(op, arguments);
+  const AsyncPlan* plan = ticket.plan.get();
   std::vector<c10::IValue> results;
-  if (plan->synchronous) {
+  if (plan == nullptr || plan->synchronous) {
     results = runSynchronously(op, arguments, device);
+    if (plan == nullptr) confirmPlan(ticket, results, arguments);
   } else {
     applyArgumentLayouts(*plan, arguments);
     std::vector<at::Tensor> outputs;

@@ -7,6 +7,8 @@
 #include <mutex>
 
 #include "device.h"
+#include "kernel_launch.h"
+#include "runtime_check.h"
 
 namespace torch_openreg {
 
@@ -15,38 +17,55 @@ GeneratorImpl::GeneratorImpl(c10::DeviceIndex device, uint64_t seed)
       engine_(at::detail::createCPUGenerator(seed)) {}
 
 // The engine has its own mutex, which CPU kernels take; state access takes it
-// too so that it never races with a kernel drawing numbers.
+// too so that it never races with a kernel drawing numbers. Kernels draw when
+// they run, which may be after the host call that queued them: state access
+// first waits for the device, so the host sees (and changes) the state as of
+// all work queued so far, as with CUDA, whose random kernels reserve their
+// numbers when launched.
+void GeneratorImpl::waitForQueuedDraws() const {
+  if (insideKernel()) return;  // a kernel is already ordered with the others
+  DeviceScope scope(device().index());
+  OPENREG_CHECK(orDeviceSynchronize());
+}
+
 void GeneratorImpl::set_current_seed(uint64_t seed) {
+  waitForQueuedDraws();
   std::lock_guard<std::mutex> lock(engine_.mutex());
   engine_.set_current_seed(seed);
 }
 
 void GeneratorImpl::set_offset(uint64_t offset) {
+  waitForQueuedDraws();
   std::lock_guard<std::mutex> lock(engine_.mutex());
   engine_.set_offset(offset);
 }
 
 uint64_t GeneratorImpl::get_offset() const {
+  waitForQueuedDraws();
   std::lock_guard<std::mutex> lock(engine_.mutex());
   return engine_.get_offset();
 }
 
 uint64_t GeneratorImpl::current_seed() const {
+  waitForQueuedDraws();
   std::lock_guard<std::mutex> lock(engine_.mutex());
   return engine_.current_seed();
 }
 
 uint64_t GeneratorImpl::seed() {
+  waitForQueuedDraws();
   std::lock_guard<std::mutex> lock(engine_.mutex());
   return engine_.seed();
 }
 
 void GeneratorImpl::set_state(const c10::TensorImpl& state) {
+  waitForQueuedDraws();
   std::lock_guard<std::mutex> lock(engine_.mutex());
   engine_.unsafeGetGeneratorImpl()->set_state(state);
 }
 
 c10::intrusive_ptr<c10::TensorImpl> GeneratorImpl::get_state() const {
+  waitForQueuedDraws();
   std::lock_guard<std::mutex> lock(engine_.mutex());
   return engine_.unsafeGetGeneratorImpl()->get_state();
 }

@@ -31,6 +31,7 @@ class GeneratorImpl final : public c10::GeneratorImpl {
 
  private:
   GeneratorImpl* clone_impl() const override;
+  void waitForQueuedDraws() const;
   // Mutable: at::Generator's accessors are non-const even for reads.
   mutable at::Generator engine_;
 };
