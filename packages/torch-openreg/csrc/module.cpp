@@ -7,6 +7,9 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include <chrono>
+#include <thread>
+
 #include "device.h"
 #include "device_allocator.h"
 #include "fallback.h"
@@ -73,6 +76,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_stream_priority", [](int64_t streamId, int device) {
     return streamPriority(c10::Stream(c10::Stream::UNSAFE, openregDevice(static_cast<c10::DeviceIndex>(device)),
                                       streamId));
+  });
+  // A deliberately slow kernel for tests and demonstrations (like
+  // torch.cuda._sleep): occupies the current stream of `device`.
+  m.def("_sleep", [](int device, int64_t microseconds) {
+    TORCH_CHECK(microseconds >= 0, "_sleep: the duration must not be negative");
+    const auto index = static_cast<c10::DeviceIndex>(resolveDevice(static_cast<c10::DeviceIndex>(device)));
+    OPENREG_CHECK(openreg::launchHostFunc(nativeHandle(currentStream(index)), [microseconds] {
+      std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
+    }));
   });
   m.def("_event_elapsed_time", [](int64_t start, int64_t end) {
     return elapsedMilliseconds(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end));

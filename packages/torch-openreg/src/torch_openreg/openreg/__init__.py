@@ -109,6 +109,11 @@ def get_device_name(device: DeviceLike = None) -> str:
     return f"OpenReg simulated device {_checked_index(device)}"
 
 
+def _sleep(milliseconds: float, device: DeviceLike = None) -> None:
+    """Enqueue a kernel that just waits on the current stream (for tests, like torch.cuda._sleep)."""
+    _C._sleep(_get_device_index(device, optional=True), int(milliseconds * 1000))
+
+
 def _lazy_init() -> None:
     """Kept for device-module protocol compatibility; openreg initialises lazily itself."""
 
