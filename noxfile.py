@@ -1,24 +1,77 @@
 """Test sessions for the OpenReg workspace (run with ``uv run nox``).
 
-One session per install shape. Every session builds its environment from
-``uv.lock`` (``uv sync --locked``) with the workspace packages installed as
-regular, non-editable wheels, so the tests exercise what users install.
+One session per install shape. The unit-test sessions build their environment
+from ``uv.lock`` (``uv sync --locked``) with the workspace packages installed as
+regular, non-editable wheels, so the tests exercise what users install. The
+``integration`` sessions go one step further: ``wheels`` builds every wheel and
+sdist once into ``dist/``, and each integration shape installs from those files
+(third-party packages pinned to their locked versions) into a fresh environment.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import nox
 
+# Every environment nox creates gets precompiled bytecode (see pyproject.toml):
+# the tests start many fresh interpreters, and compiling torch's sources on
+# each start costs seconds.
+os.environ.setdefault("UV_COMPILE_BYTECODE", "1")
+
 ROOT = Path(__file__).parent
 PYTHON = "3.11"
 NO_TORCH_CHECK = "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is not None)"
+DIST = ROOT / "dist"
+# The workspace distributions, in dependency order (wheel and sdist file name prefixes).
+DISTRIBUTIONS = {
+    "openreg-runtime": "openreg_runtime",
+    "torch-openreg": "torch_openreg",
+    "openreg-autoload": "openreg_autoload",
+}
+# Install shape -> the workspace wheels it installs (tests: tests/integration/test_<shape>.py).
+SHAPES = {
+    "runtime-only": ("openreg-runtime",),
+    "manual": ("openreg-runtime", "torch-openreg"),
+    "autoload": ("openreg-runtime", "torch-openreg", "openreg-autoload"),
+    "broken": ("openreg-runtime", "torch-openreg", "openreg-autoload"),
+}
+# Makes the binding unloadable without importing anything of OpenReg or torch:
+# find_spec on a top-level package locates it without running it.
+BREAK_RUNTIME = """
+import importlib.util, pathlib
+package = pathlib.Path(importlib.util.find_spec("openreg_runtime").origin).parent
+library = package / "lib" / "libopenreg.so"
+library.unlink()
+print(f"removed {library}")
+"""
+# Run after uninstalling the shim: `import torch` is back to not knowing openreg.
+NO_AUTOLOAD_CHECK = """
+import sys
+from importlib.metadata import entry_points
+import torch
+if any(ep.name == "openreg" for ep in entry_points(group="torch.backends")):
+    sys.exit("a torch.backends entry point named openreg is still installed")
+if "torch_openreg" in sys.modules:
+    sys.exit("import torch still imports torch_openreg after uninstalling openreg-autoload")
+try:
+    torch.ones(1, device="openreg")
+except RuntimeError as error:
+    if "openreg" not in str(error):
+        raise
+else:
+    sys.exit("the openreg device is still registered by import torch")
+import torch_openreg
+assert torch.ones(2, device="openreg").sum().item() == 2
+print("without openreg-autoload: import torch leaves openreg alone; import torch_openreg works")
+"""
 
 nox.needs_version = ">=2024.10"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "runtime", "binding"]
+nox.options.sessions = ["lint", "runtime", "binding", "wheels", "integration"]
 
 
 def sync_locked(session: nox.Session, *packages: str, groups: tuple[str, ...] = ("test",)) -> None:
@@ -27,7 +80,9 @@ def sync_locked(session: nox.Session, *packages: str, groups: tuple[str, ...] = 
     for package in packages:
         command += ["--package", package]
     for group in groups:
-        command += ["--group", group]
+        # Without --package a virtual workspace root installs every member (compiling
+        # the C++) and their dependencies; a tools-only environment needs only its groups.
+        command += ["--group" if packages else "--only-group", group]
     session.run_install(*command, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
 
 
@@ -50,6 +105,69 @@ def runtime(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def binding(session: nox.Session) -> None:
-    """torch-openreg (with torch and openreg-runtime): its pytest suite against the installed wheel."""
+    """torch-openreg (with torch and openreg-runtime): its pytest suite against the wheel."""
     sync_locked(session, "torch-openreg")
     session.run("pytest", "packages/torch-openreg/tests", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def wheels(session: nox.Session) -> None:
+    """Build the wheel and sdist of every workspace package once, into dist/ (for integration)."""
+    shutil.rmtree(DIST, ignore_errors=True)
+    # Each wheel is built from its sdist, which also proves the sdists are complete.
+    # The binding's setup.py imports torch: no backend may autoload while it builds.
+    session.run(
+        "uv", "build", "--all-packages", "--out-dir", str(DIST),
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    )  # fmt: skip
+    for prefix in DISTRIBUTIONS.values():
+        built = sorted(p.name for p in DIST.glob(f"{prefix}-*") if p.suffix in (".whl", ".gz"))
+        if len(built) != 2:
+            session.error(f"expected one wheel and one sdist of {prefix} in {DIST}, found {built}")
+        session.log(f"built {', '.join(built)}")
+
+
+def built_wheel(session: nox.Session, distribution: str) -> str:
+    """The single wheel of ``distribution`` in dist/; a clear error if ``wheels`` has not run."""
+    found = sorted(DIST.glob(f"{DISTRIBUTIONS[distribution]}-*.whl"))
+    if len(found) != 1:
+        session.error(
+            f"expected exactly one {distribution} wheel in {DIST}, "
+            f"found {[p.name for p in found]}: run `uv run nox -s wheels` first "
+            "(the integration sessions install from its output)"
+        )
+    return str(found[0])
+
+
+def locked_requirements(session: nox.Session, shape: str) -> str:
+    """A requirements file pinning the third-party packages of ``shape`` to ``uv.lock``.
+
+    The test group (pytest, numpy) always; torch and its dependencies when the shape
+    installs the binding. Workspace packages are left out: they come from dist/.
+    """
+    path = Path(session.create_tmp()) / f"requirements-{shape}.txt"
+    command = ["uv", "export", "--locked", "--no-hashes", "--no-header", "--no-emit-workspace"]
+    if "torch-openreg" in SHAPES[shape]:
+        command += ["--package", "torch-openreg", "--no-default-groups", "--group", "test"]
+    else:
+        command += ["--only-group", "test"]
+    session.run_install(*command, "--output-file", str(path), silent=True)
+    return str(path)
+
+
+@nox.session(python=PYTHON, requires=["wheels"])
+@nox.parametrize("shape", [nox.param(shape, id=shape) for shape in SHAPES])
+def integration(session: nox.Session, shape: str) -> None:
+    """One install shape from the built wheels: tests/integration/test_<shape>.py."""
+    wheels = [built_wheel(session, distribution) for distribution in SHAPES[shape]]
+    session.install("-r", locked_requirements(session, shape), *wheels)
+    if shape == "runtime-only":
+        session.run("python", "-c", NO_TORCH_CHECK)
+    if shape == "broken":
+        session.run("python", "-c", BREAK_RUNTIME)
+    session.run("pytest", f"tests/integration/test_{shape.replace('-', '_')}.py", *session.posargs)
+    if shape == "autoload":
+        # Last step, outside pytest: removing the shim turns autoload off again.
+        python = str(Path(session.bin) / "python")
+        session.run("uv", "pip", "uninstall", "--python", python, "openreg-autoload")
+        session.run("python", "-c", NO_AUTOLOAD_CHECK)

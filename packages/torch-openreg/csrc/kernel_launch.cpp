@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <exception>
+#include <vector>
 
 #include "device.h"
 #include "kernel_allocator.h"
@@ -34,15 +35,37 @@ class GilRelease {
   PyThreadState* saved_ = nullptr;
 };
 
+// Warnings raised by kernels on a worker. A synchronous kernel's warnings
+// are re-issued on the caller after it has waited (so Python sees them);
+// an asynchronous kernel's are dropped: its signature ran synchronously
+// before (see async_plan.h), where they were reported already.
+class WorkerWarnings final : public c10::WarningHandler {
+ public:
+  explicit WorkerWarnings(bool keep) : keep_(keep) {}
+  void process(const c10::Warning& warning) override {
+    if (keep_) kept_.push_back(warning);
+  }
+  void reissue() const {
+    for (const c10::Warning& warning : kept_) c10::warn(warning);
+  }
+
+ private:
+  bool keep_;
+  std::vector<c10::Warning> kept_;
+};
+
 // What every piece of kernel work does around its body, on the worker: the
-// caller's PyTorch state, allocations from the device, and the launching
-// stream as the worker's current stream (so allocations are tagged with it).
+// caller's PyTorch state, allocations from the device, the launching stream
+// as the worker's current stream (so allocations are tagged with it), and
+// the warning handler.
 class KernelScope {
  public:
-  KernelScope(const at::ThreadLocalState& callerState, const c10::Stream& stream)
+  KernelScope(const at::ThreadLocalState& callerState, const c10::Stream& stream,
+              WorkerWarnings* warnings)
       : state_(callerState),
         allocations_(stream.device_index()),
-        previousStream_(exchangeStream(stream)) {
+        previousStream_(exchangeStream(stream)),
+        warnings_(warnings) {
     ++kernelDepth;
   }
   ~KernelScope() {
@@ -56,6 +79,7 @@ class KernelScope {
   at::ThreadLocalStateGuard state_;
   KernelAllocationScope allocations_;
   c10::Stream previousStream_;
+  c10::WarningUtils::WarningHandlerGuard warnings_;
 };
 
 c10::Stream launchStream(c10::DeviceIndex device) {
@@ -75,7 +99,8 @@ void launchOnDevice(c10::DeviceIndex device, std::function<void()> body) {
   }
   const c10::Stream stream = launchStream(device);
   auto work = [callerState = at::ThreadLocalState(), stream, body = std::move(body)] {
-    KernelScope scope(callerState, stream);
+    WorkerWarnings dropped(false);
+    KernelScope scope(callerState, stream, &dropped);
     try {
       body();
     } catch (const c10::Error& error) {
@@ -95,8 +120,9 @@ void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body) {
   const c10::Stream stream = launchStream(device);
   const at::ThreadLocalState callerState;
   std::exception_ptr failure;
+  WorkerWarnings warnings(true);
   auto work = [&] {
-    KernelScope scope(callerState, stream);
+    KernelScope scope(callerState, stream, &warnings);
     try {
       body();
     } catch (...) {
@@ -109,6 +135,7 @@ void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body) {
     GilRelease unlocked;
     OPENREG_CHECK(orStreamSynchronize(handle));
   }
+  warnings.reissue();
   if (failure) std::rethrow_exception(failure);
 }
 

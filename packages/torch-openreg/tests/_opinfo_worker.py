@@ -41,8 +41,6 @@ import itertools
 import json
 import sys
 import time
-import types
-import unittest
 import warnings
 
 import torch
@@ -68,17 +66,6 @@ ALWAYS_NONDETERMINISTIC = frozenset(
 
 # Positional arguments that stay on the host, as on CUDA (the op requires a CPU tensor).
 HOST_ARGUMENTS = {"tensor_split": (0,)}
-
-
-def _stub_expecttest() -> None:
-    """torch.testing._internal imports expecttest (not installed here); a stub suffices."""
-    try:
-        import expecttest  # noqa: F401
-    except ImportError:
-        stub = types.ModuleType("expecttest")
-        stub.TestCase = unittest.TestCase
-        stub.ACCEPT = False
-        sys.modules["expecttest"] = stub
 
 
 def _emit(record: dict) -> None:
@@ -289,7 +276,6 @@ def plan_entries(op_db, extra_dtypes: dict[str, list[str]]) -> list[tuple[int, s
 
 def main() -> None:
     config = json.loads(sys.argv[1])
-    _stub_expecttest()
     warnings.simplefilter("ignore")
     from torch.testing._internal.common_methods_invocations import op_db
 

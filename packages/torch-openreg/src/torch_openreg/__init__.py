@@ -26,7 +26,9 @@ def _autoload() -> None:
     _registration.register()
 
 
-import torch  # noqa: E402
+# torch must be importing or imported before the extension loads (and, first
+# thing, so that torch's autoload finds _autoload above).
+import torch  # noqa: E402, F401
 
 from ._compat import check_torch_version  # noqa: E402
 

@@ -30,5 +30,6 @@ def check_torch_version() -> None:
             f"{torch.__version__} is installed; the C++ extension only works with torch "
             f"{built}.x. Rebuild it against the installed torch "
             "(pip install --force-reinstall --no-binary torch-openreg --no-build-isolation "
-            f"torch-openreg, or `uv sync --reinstall-package torch-openreg`) or install torch {built}."
+            "torch-openreg, or `uv sync --reinstall-package torch-openreg`) "
+            f"or install torch {built}."
         )

@@ -25,15 +25,6 @@ from .memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
-from .streams import (
-    Event,
-    Stream,
-    StreamContext,
-    current_stream,
-    default_stream,
-    set_stream,
-    stream,
-)
 from .random import (
     get_rng_state,
     get_rng_state_all,
@@ -44,6 +35,15 @@ from .random import (
     seed_all,
     set_rng_state,
     set_rng_state_all,
+)
+from .streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
 )
 
 _initialized_pid = os.getpid()
@@ -110,7 +110,7 @@ def get_device_name(device: DeviceLike = None) -> str:
 
 
 def _sleep(milliseconds: float, device: DeviceLike = None) -> None:
-    """Enqueue a kernel that just waits on the current stream (for tests, like torch.cuda._sleep)."""
+    """Enqueue a kernel that only waits, on the current stream (like torch.cuda._sleep)."""
     _C._sleep(_get_device_index(device, optional=True), int(milliseconds * 1000))
 
 
@@ -157,11 +157,9 @@ __all__ = [
     "Stream",
     "StreamContext",
     "_utils",
+    "current_device",
     "current_stream",
     "default_stream",
-    "set_stream",
-    "stream",
-    "current_device",
     "device",
     "device_count",
     "device_of",
@@ -188,5 +186,7 @@ __all__ = [
     "set_device",
     "set_rng_state",
     "set_rng_state_all",
+    "set_stream",
+    "stream",
     "synchronize",
 ]

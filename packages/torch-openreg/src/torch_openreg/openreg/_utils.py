@@ -24,7 +24,9 @@ def _get_device_index(device: DeviceLike, optional: bool = False) -> int:
     elif device is None or isinstance(device, int):
         index = device
     else:
-        raise TypeError(f"Expected an int, str or torch.device for an openreg device, got {device!r}")
+        raise TypeError(
+            f"Expected an int, str or torch.device for an openreg device, got {device!r}"
+        )
     if index is None:
         if not optional:
             raise ValueError(f"Expected an openreg device with a specified index, got {device!r}")

@@ -47,7 +47,8 @@ class Stream(torch.Stream):
         return event
 
     def __repr__(self) -> str:
-        return f"<torch.openreg.Stream device=openreg:{self.device_index} stream_id={self.stream_id}>"
+        device = f"openreg:{self.device_index}"
+        return f"<torch.openreg.Stream device={device} stream_id={self.stream_id}>"
 
 
 class Event(torch.Event):
