@@ -60,6 +60,11 @@ c10::IValue shadowArgument(const c10::IValue& value, const c10::Argument& argume
   return value;
 }
 
+class SilentWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& /*warning*/) override {}
+};
+
 AsyncPlan synchronousPlan() {
   AsyncPlan plan;
   plan.synchronous = true;
@@ -75,6 +80,10 @@ AsyncPlan planOnMeta(const c10::OperatorHandle& op, const std::vector<c10::IValu
     stack.push_back(shadowArgument(arguments[i], schema.arguments()[i], shadows));
   }
   const std::vector<c10::IValue> shadowed(stack.begin(), stack.end());
+  // Planning is a probe: its warnings are not the user's (the first call runs
+  // the real kernel synchronously, whose warnings are reported).
+  SilentWarnings silent;
+  c10::WarningUtils::WarningHandlerGuard quiet(&silent);
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
   } catch (const std::exception&) {
@@ -246,7 +255,7 @@ PlanTicket planFor(const c10::OperatorHandle& op, const std::vector<c10::IValue>
 }
 
 void confirmPlan(const PlanTicket& ticket, const std::vector<c10::IValue>& results,
-                 const std::vector<c10::IValue>& arguments) {
+                 const std::vector<c10::IValue>& arguments, const std::vector<TensorLayout>& before) {
   if (!ticket.cacheable || !ticket.candidate) return;
   AsyncPlan& plan = *ticket.candidate;
   bool faithful = results.size() == plan.results.size();
@@ -259,8 +268,12 @@ void confirmPlan(const PlanTicket& ticket, const std::vector<c10::IValue>& resul
                                       actual.scalar_type() == expected.layout.dtype));
     if (faithful && actual.defined()) expected.layout = layoutOf(actual);  // the CPU's strides
   }
-  for (const auto& [index, layout] : plan.argumentLayouts) {
-    faithful = faithful && sameLayout(arguments[index].toTensor(), layout);
+  // What the CPU kernel did to its mutable arguments is what later calls do.
+  plan.argumentLayouts.clear();
+  for (size_t i = 0; i < arguments.size() && i < before.size(); ++i) {
+    if (!before[i].defined || !arguments[i].isTensor()) continue;
+    const at::Tensor& tensor = arguments[i].toTensor();
+    if (!sameLayout(tensor, before[i])) plan.argumentLayouts.emplace_back(i, layoutOf(tensor));
   }
   if (!faithful) {
     plan = synchronousPlan();

@@ -12,9 +12,12 @@
 // that says "synchronous".
 //
 // Meta kernels are not always faithful to the CPU kernels (an auxiliary
-// output's size, an output's strides). So a new plan is only a candidate: the
-// first call with a signature runs synchronously, and its real results
-// confirm the plan (taking the CPU's strides) or turn it synchronous.
+// output's size, an output's strides, an out= argument they resize when the
+// CPU kernel does not). So a new plan is only a candidate: the first call
+// with a signature runs synchronously, and its real results correct the plan
+// (the CPU's strides, the CPU's resizing of out= arguments) — or turn it
+// synchronous when result sizes or dtypes differ, which may mean they depend
+// on the data.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -52,8 +55,9 @@ struct PlanTicket {
 
 // The plan for calling `op` with `arguments`.
 PlanTicket planFor(const c10::OperatorHandle& op, const std::vector<c10::IValue>& arguments);
-// Records what a synchronous first call really produced (see above).
+// Records what a synchronous first call really produced (see above):
+// `before` holds the layouts the mutable arguments had before the call.
 void confirmPlan(const PlanTicket& ticket, const std::vector<c10::IValue>& results,
-                 const std::vector<c10::IValue>& arguments);
+                 const std::vector<c10::IValue>& arguments, const std::vector<TensorLayout>& before);
 
 }  // namespace torch_openreg

@@ -111,10 +111,10 @@ void BlockPool::waitForDeviceIdle(std::unique_lock<std::mutex>& lock) {
   // Inside a kernel the device cannot become idle (we are its work): skip.
   if (insideKernel()) return;
   lock.unlock();
-  {
-    DeviceScope scope(device_);
-    if (orDeviceSynchronize() != orSuccess) orGetLastError();  // reported by the next sync
-  }
+  DeviceScope scope(device_);
+  // A synchronizing call: a failure of queued work is reported here (and the
+  // lock stays released, as the exception leaves the allocator).
+  OPENREG_CHECK(orDeviceSynchronize());
   lock.lock();
 }
 

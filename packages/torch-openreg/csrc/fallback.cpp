@@ -255,6 +255,17 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
   return kernel;
 }
 
+// Layouts of the arguments the operator may mutate (undefined for the others).
+std::vector<TensorLayout> mutableLayouts(const c10::OperatorHandle& op, const Arguments& arguments) {
+  std::vector<TensorLayout> layouts(arguments.size());
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (isMutable(op.schema().arguments()[i]) && arguments[i].isTensor()) {
+      layouts[i] = layoutNow(arguments[i].toTensor());
+    }
+  }
+  return layouts;
+}
+
 // ---- Dispatch ----------------------------------------------------------------
 
 void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -266,8 +277,9 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const AsyncPlan* plan = ticket.plan.get();
   std::vector<c10::IValue> results;
   if (plan == nullptr || plan->synchronous) {
+    const std::vector<TensorLayout> before = mutableLayouts(op, arguments);
     results = runSynchronously(op, arguments, device);
-    if (plan == nullptr) confirmPlan(ticket, results, arguments);
+    if (plan == nullptr) confirmPlan(ticket, results, arguments, before);
   } else {
     applyArgumentLayouts(*plan, arguments);
     std::vector<at::Tensor> outputs;
@@ -316,13 +328,35 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
 }
 
-// Operators that have a CPU kernel and also a generic (composite) one, which
-// would otherwise win over the fallback for PrivateUse1: openreg runs the
-// CPU kernel, so that results match the CPU's exactly.
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"native_layer_norm", "native_group_norm", "mode.values"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
+size_t preferCpuKernels() {
+  static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                            __FILE__, __LINE__);
+  std::vector<std::string> names;
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
+    if (op && op->hasSchema() && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+      const std::string bare = name.name.substr(6);  // without "aten::"
+      names.push_back(name.overload_name.empty() ? bare : bare + "." + name.overload_name);
+    }
   }
+  // Found by the tests: the generic kernel differs from the CPU one (layer
+  // and group norm: a math decomposition; mode: rejects non-CPU/CUDA devices;
+  // mse_loss: its generic form calls the CPU out= kernel with an output that
+  // kernel resizes, with a deprecation warning on every first call).
+  names.insert(names.end(), {"native_layer_norm", "native_group_norm", "mode.values", "mse_loss"});
+  size_t registered = 0;
+  for (const std::string& name : names) {
+    const auto dot = name.find('.');
+    const c10::OperatorName qualified{"aten::" + name.substr(0, dot),
+                                      dot == std::string::npos ? "" : name.substr(dot + 1)};
+    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(qualified);
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
+    ++registered;
+  }
+  return registered;
 }
 
 // Nested tensors on openreg (e.g. the Transformer fast path) run the CPU's

@@ -24,4 +24,13 @@ std::string fallbackModeName();
 
 void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
 
+// Some operators have a CPU kernel and also a generic math decomposition
+// (CompositeExplicitAutograd, e.g. native_layer_norm), which PyTorch would
+// pick for a backend without its own kernel; openreg runs the CPU kernel
+// instead, so results match the CPU's exactly. (The generic kernels of
+// structured operators, which allocate outputs with the C++ meta function
+// and call the out= form, are kept: they validate arguments as on CUDA.)
+// Returns the number of operators registered (called once, from _init).
+size_t preferCpuKernels();
+
 }  // namespace torch_openreg

@@ -30,6 +30,7 @@ void initialize() {
   std::call_once(once, [] {
     registerHooks();
     installKernelAllocator();
+    preferCpuKernels();
   });
   fallbackMode();  // throws with a clear message if OPENREG_FALLBACK is invalid
 }
