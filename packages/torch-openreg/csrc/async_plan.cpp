@@ -130,6 +130,7 @@ AsyncPlan planOnMeta(const c10::OperatorHandle& op, const std::vector<c10::IValu
 class KeyBuilder {
  public:
   explicit KeyBuilder(const c10::OperatorHandle& op) {
+    key_.reserve(64);
     push(reinterpret_cast<intptr_t>(&op.schema()));
   }
 

@@ -261,20 +261,35 @@ std::vector<std::pair<orStream_t, orEvent_t>> BlockPool::takePendingUses(Block* 
 }
 
 void BlockPool::releaseFreeSegments() {
+  // A segment can go when none of its blocks is allocated. Its free blocks may
+  // sit in different pools (host-freed and kernel-private blocks never merge),
+  // so segments are found from their first block and walked in full.
+  std::vector<Block*> heads;
   for (FreeBlocks* pool : {&freeSmall_, &freeLarge_}) {
-    for (auto it = pool->begin(); it != pool->end();) {
-      Block* block = *it;
-      if (!wholeSegment(block)) {
-        ++it;
-        continue;
-      }
-      it = pool->erase(it);
-      if (orFree(block->pointer) != orSuccess) orGetLastError();
-      ++stats_.num_device_free;
-      updateStat(stats_.segment, block->small, -1);
-      updateStat(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
-      delete block;
+    for (Block* block : *pool) {
+      if (block->previous == nullptr) heads.push_back(block);
     }
+  }
+  for (Block* head : heads) {
+    bool unused = true;
+    size_t segmentSize = 0;
+    for (Block* block = head; block != nullptr; block = block->next) {
+      unused = unused && !block->allocated;
+      segmentSize += block->size;
+    }
+    if (!unused) continue;
+    const bool small = head->small;
+    for (Block* block = head; block != nullptr;) {
+      Block* next = block->next;
+      removeFree(block);
+      if (block != head) delete block;
+      block = next;
+    }
+    if (orFree(head->pointer) != orSuccess) orGetLastError();
+    ++stats_.num_device_free;
+    updateStat(stats_.segment, small, -1);
+    updateStat(stats_.reserved_bytes, small, -static_cast<int64_t>(segmentSize));
+    delete head;
   }
 }
 

@@ -202,14 +202,30 @@ struct PreparedKernel {
 // Host tensors are read when the kernel runs; like CUDA (which passes scalars
 // and copies host indices at launch), take their values now, so later changes
 // by the caller do not leak into queued work.
+bool isUserHostTensor(const c10::IValue& value) {
+  if (!value.isTensor()) return false;
+  const at::Tensor& tensor = value.toTensor();
+  return tensor.defined() && tensor.is_cpu() && !tensor.unsafeGetTensorImpl()->is_wrapped_number();
+}
+
+bool hasHostTensors(const Arguments& arguments) {
+  for (const c10::IValue& value : arguments) {
+    if (isUserHostTensor(value)) return true;
+    if (value.isList() && !value.isTensorList()) {
+      for (const c10::IValue& element : value.toListRef()) {
+        if (element.isTensor() && element.toTensor().is_cpu()) return true;
+      }
+    }
+  }
+  return false;
+}
+
 Arguments snapshotHostTensors(const Arguments& arguments) {
+  if (!hasHostTensors(arguments)) return arguments;
   Arguments snapshot = arguments;
   for (c10::IValue& value : snapshot) {
-    if (value.isTensor()) {
-      const at::Tensor& tensor = value.toTensor();
-      if (tensor.defined() && tensor.is_cpu() && !tensor.unsafeGetTensorImpl()->is_wrapped_number()) {
-        value = tensor.clone();
-      }
+    if (isUserHostTensor(value)) {
+      value = value.toTensor().clone();
     } else if (value.isList() && !value.isTensorList()) {
       c10::List<std::optional<at::Tensor>> converted;
       bool changed = false;
@@ -232,6 +248,7 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
                                         c10::DeviceIndex device) {
   const c10::FunctionSchema& schema = op.schema();
   auto kernel = std::make_shared<PreparedKernel>(PreparedKernel{op, std::nullopt, cpuKeysFor(arguments)});
+  kernel->cpuArguments.reserve(arguments.size());
   KernelContext context(device);
   for (size_t i = 0; i < arguments.size(); ++i) {
     kernel->cpuArguments.push_back(toCpuArgument(arguments[i], schema.arguments()[i], context));
@@ -328,6 +345,29 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
 }
 
+// Unary and binary operators: at most two tensor arguments and no tensor
+// lists. For them the fallback's device rule (0-dim CPU tensors may mix) is
+// TensorIterator's, so the generic out=-based kernel can be skipped.
+bool unaryOrBinary(const c10::FunctionSchema& schema) {
+  int tensors = 0;
+  for (const c10::Argument& argument : schema.arguments()) {
+    const c10::TypePtr& type = argument.type();
+    if (type->kind() == c10::TypeKind::ListType) {
+      if (type->containedType(0)->kind() == c10::TypeKind::TensorType ||
+          type->containedType(0)->kind() == c10::TypeKind::OptionalType) {
+        return false;
+      }
+      continue;
+    }
+    if (type->kind() == c10::TypeKind::TensorType ||
+        (type->kind() == c10::TypeKind::OptionalType &&
+         type->containedType(0)->kind() == c10::TypeKind::TensorType)) {
+      ++tensors;
+    }
+  }
+  return tensors <= 2;
+}
+
 size_t preferCpuKernels() {
   static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                             __FILE__, __LINE__);
@@ -335,8 +375,16 @@ size_t preferCpuKernels() {
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
-    if (op && op->hasSchema() && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
-        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+    if (!op || !op->hasSchema() || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
+    // Math decompositions always; the generic functional/in-place forms of
+    // structured operators (allocate with the C++ meta function, then call
+    // the out= form) for unary and binary operators, where the fallback
+    // validates devices exactly as they do and saves a dispatch round.
+    const bool math = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
+    const bool structured =
+        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+        unaryOrBinary(op->schema());
+    if (math || structured) {
       const std::string bare = name.name.substr(6);  // without "aten::"
       names.push_back(name.overload_name.empty() ? bare : bare + "." + name.overload_name);
     }

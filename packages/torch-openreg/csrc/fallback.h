@@ -27,9 +27,11 @@ void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, to
 // Some operators have a CPU kernel and also a generic math decomposition
 // (CompositeExplicitAutograd, e.g. native_layer_norm), which PyTorch would
 // pick for a backend without its own kernel; openreg runs the CPU kernel
-// instead, so results match the CPU's exactly. (The generic kernels of
-// structured operators, which allocate outputs with the C++ meta function
-// and call the out= form, are kept: they validate arguments as on CUDA.)
+// instead, so results match the CPU's exactly. The generic kernels of
+// structured operators (allocate outputs with the C++ meta function, then
+// call the out= form) are replaced for unary and binary operators only —
+// one dispatch instead of two — and kept for the others, whose device
+// checks (which host tensors may mix in) are operator-specific.
 // Returns the number of operators registered (called once, from _init).
 size_t preferCpuKernels();
 

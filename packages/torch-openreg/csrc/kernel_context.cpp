@@ -55,29 +55,25 @@ at::Tensor makeLike(c10::Storage storage, c10::DispatchKey backend, const at::Te
 }  // namespace
 
 KernelContext::AliasedStorage& KernelContext::aliasStorage(const c10::Storage& original) {
-  auto found = byOriginal_.find(original.unsafeGetStorageImpl());
-  if (found != byOriginal_.end()) return found->second;
+  if (AliasedStorage* found = byOriginal_.find(original.unsafeGetStorageImpl())) return *found;
   void* kernelData = kernelPointerOf(original.data());
   // Resizable with the kernel allocator: a kernel that resizes an out=
   // argument gets new device memory, which writeBack() hands to the original.
   c10::Storage alias(c10::Storage::use_byte_size_t(), original.nbytes(),
                      c10::DataPtr(kernelData, c10::Device(c10::DeviceType::CPU)), kernelAllocator(),
                      /*resizable=*/true);
-  originalOfAlias_[alias.unsafeGetStorageImpl()] = original.unsafeGetStorageImpl();
-  auto inserted = byOriginal_.emplace(original.unsafeGetStorageImpl(),
-                                      AliasedStorage{original, std::move(alias), kernelData});
-  return inserted.first->second;
+  originalOfAlias_.insert(alias.unsafeGetStorageImpl(), original.unsafeGetStorageImpl());
+  return byOriginal_.insert(original.unsafeGetStorageImpl(),
+                            AliasedStorage{original, std::move(alias), kernelData});
 }
 
 at::Tensor KernelContext::alias(const at::Tensor& tensor) {
   if (!isOpenReg(tensor)) return tensor;
   TORCH_CHECK(tensor.layout() == c10::kStrided || tensor.is_nested(),
               "openreg supports strided and nested tensors only, got ", tensor.layout());
-  auto cached = aliasOfTensor_.find(tensor.unsafeGetTensorImpl());
-  if (cached != aliasOfTensor_.end()) return cached->second;
+  if (at::Tensor* cached = aliasOfTensor_.find(tensor.unsafeGetTensorImpl())) return *cached;
   at::Tensor created = makeLike(aliasStorage(tensor.storage()).alias, c10::DispatchKey::CPU, tensor);
-  aliasOfTensor_.emplace(tensor.unsafeGetTensorImpl(), created);
-  return created;
+  return aliasOfTensor_.insert(tensor.unsafeGetTensorImpl(), std::move(created));
 }
 
 at::Tensor KernelContext::viewOf(const c10::Storage& storage, const at::Tensor& layout) {
@@ -86,8 +82,7 @@ at::Tensor KernelContext::viewOf(const c10::Storage& storage, const at::Tensor& 
 
 c10::Storage KernelContext::adoptStorage(const c10::Storage& cpuStorage) {
   const c10::StorageImpl* key = cpuStorage.unsafeGetStorageImpl();
-  auto done = adopted_.find(key);
-  if (done != adopted_.end()) return done->second;
+  if (c10::Storage* done = adopted_.find(key)) return *done;
 
   const c10::Device device = openregDevice(device_);
   c10::DataPtr& cpuData = cpuStorage.unsafeGetStorageImpl()->mutable_data_ptr();
@@ -104,8 +99,7 @@ c10::Storage KernelContext::adoptStorage(const c10::Storage& cpuStorage) {
   }
   c10::Storage adopted(c10::Storage::use_byte_size_t(), cpuStorage.nbytes(), std::move(deviceData),
                        &deviceAllocator(), /*resizable=*/true);
-  adopted_.emplace(key, adopted);
-  return adopted;
+  return adopted_.insert(key, std::move(adopted));
 }
 
 at::Tensor KernelContext::adopt(const at::Tensor& result) {
@@ -114,18 +108,17 @@ at::Tensor KernelContext::adopt(const at::Tensor& result) {
               "openreg supports strided (and nested) tensors only; this operation produced a ",
               result.layout(), " tensor. Run it on the CPU instead (tensor.cpu()).");
   const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
-  auto aliased = originalOfAlias_.find(storage);
-  if (aliased != originalOfAlias_.end()) {
-    return viewOf(byOriginal_.at(aliased->second).original, result);
+  if (const c10::StorageImpl** original = originalOfAlias_.find(storage)) {
+    return viewOf(byOriginal_.find(*original)->original, result);
   }
   return viewOf(adoptStorage(result.storage()), result);
 }
 
 void KernelContext::writeBack(const at::Tensor& original) {
   if (!isOpenReg(original) || original.is_nested()) return;
-  auto cached = aliasOfTensor_.find(original.unsafeGetTensorImpl());
-  if (cached == aliasOfTensor_.end()) return;
-  const at::Tensor& changed = cached->second;
+  const at::Tensor* cached = aliasOfTensor_.find(original.unsafeGetTensorImpl());
+  if (cached == nullptr) return;
+  const at::Tensor changed = *cached;
   AliasedStorage& storages = aliasStorage(original.storage());
   c10::StorageImpl* aliasStorageImpl = changed.storage().unsafeGetStorageImpl();
   TORCH_CHECK(aliasStorageImpl == storages.alias.unsafeGetStorageImpl(),

@@ -15,8 +15,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <string>
-#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace torch_openreg {
 
@@ -44,11 +44,28 @@ class KernelContext {
   at::Tensor viewOf(const c10::Storage& storage, const at::Tensor& layout);
   c10::Storage adoptStorage(const c10::Storage& cpuStorage);
 
+  // An operator has a handful of tensors: linear search in a vector beats a
+  // hash map, and a context is built for every operator call.
+  template <typename Key, typename Value>
+  struct SmallMap {
+    std::vector<std::pair<Key, Value>> entries;
+    Value* find(Key key) {
+      for (auto& entry : entries) {
+        if (entry.first == key) return &entry.second;
+      }
+      return nullptr;
+    }
+    Value& insert(Key key, Value value) {
+      entries.emplace_back(key, std::move(value));
+      return entries.back().second;
+    }
+  };
+
   c10::DeviceIndex device_;
-  std::unordered_map<const c10::StorageImpl*, AliasedStorage> byOriginal_;
-  std::unordered_map<const c10::StorageImpl*, const c10::StorageImpl*> originalOfAlias_;
-  std::unordered_map<const c10::StorageImpl*, c10::Storage> adopted_;
-  std::unordered_map<const at::TensorImpl*, at::Tensor> aliasOfTensor_;
+  SmallMap<const c10::StorageImpl*, AliasedStorage> byOriginal_;
+  SmallMap<const c10::StorageImpl*, const c10::StorageImpl*> originalOfAlias_;
+  SmallMap<const c10::StorageImpl*, c10::Storage> adopted_;
+  SmallMap<const at::TensorImpl*, at::Tensor> aliasOfTensor_;
 };
 
 }  // namespace torch_openreg

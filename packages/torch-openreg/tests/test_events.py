@@ -1,0 +1,324 @@
+"""Events of the openreg device: torch.openreg.Event (mirroring torch.cuda.Event)
+and the generic torch.Event: record, query, synchronize, wait, elapsed_time,
+and waiting on events of another stream or another device.
+
+Pending work is produced with ``torch.openreg._sleep`` (a deliberately slow
+kernel, like ``torch.cuda._sleep``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+import torch_openreg  # noqa: F401  (registers the device)
+
+SLOW_MS = 200
+
+
+@pytest.fixture(autouse=True)
+def _restore_current_streams() -> Iterator[None]:
+    """Tests here change the thread's current streams; put the default ones back."""
+    yield
+    for index in range(torch.openreg.device_count()):
+        torch.openreg.set_stream(torch.openreg.default_stream(index))
+    torch.openreg.set_device(0)
+
+
+# --- record / query / synchronize ---------------------------------------------------------
+
+
+def test_never_recorded_event_is_complete():
+    event = torch.openreg.Event()
+    assert isinstance(event, torch.Event)
+    assert event.device.type == "openreg"
+    assert event.query() is True
+    event.synchronize()  # returns at once
+    assert torch.openreg.Event(enable_timing=True).query() is True
+
+
+def test_query_follows_recorded_work():
+    event = torch.openreg.Event()
+    torch.openreg._sleep(SLOW_MS)
+    event.record()
+    assert event.device == torch.device("openreg:0")
+    assert event.query() is False
+    torch.openreg.current_stream().synchronize()
+    assert event.query() is True
+
+
+def test_event_synchronize_waits_for_recorded_work_only():
+    stream = torch.openreg.Stream()
+    event = torch.openreg.Event()
+    with torch.openreg.stream(stream):
+        torch.openreg._sleep(SLOW_MS)
+        event.record()
+        torch.openreg._sleep(SLOW_MS)  # after the event: not waited for
+    start = time.perf_counter()
+    event.synchronize()
+    elapsed = time.perf_counter() - start
+    assert event.query() is True
+    assert stream.query() is False
+    assert elapsed >= SLOW_MS / 1000 * 0.5
+    stream.synchronize()
+
+
+def test_record_on_explicit_stream():
+    stream = torch.openreg.Stream(device=1)
+    with torch.openreg.stream(stream):
+        torch.openreg._sleep(SLOW_MS)
+    event = torch.openreg.Event()
+    event.record(stream)
+    assert event.device == torch.device("openreg:1")
+    assert event.query() is False
+    event.synchronize()
+    assert stream.query() is True
+
+
+def test_stream_record_event_returns_an_event():
+    stream = torch.openreg.Stream()
+    with torch.openreg.stream(stream):
+        torch.openreg._sleep(SLOW_MS)
+    event = stream.record_event()
+    assert isinstance(event, torch.openreg.Event)
+    assert event.query() is False
+    given = torch.openreg.Event(enable_timing=True)
+    assert stream.record_event(given) is given
+    stream.synchronize()
+    assert event.query() is True
+    assert given.query() is True
+    generic = torch.Stream(device="openreg").record_event()
+    assert isinstance(generic, torch.Event)
+    generic.synchronize()
+
+
+def test_rerecording_does_not_disturb_a_waiter_on_the_older_record():
+    slow, idle, waiter = torch.openreg.Stream(), torch.openreg.Stream(), torch.openreg.Stream()
+    event = torch.openreg.Event()
+    with torch.openreg.stream(slow):
+        torch.openreg._sleep(SLOW_MS)
+    event.record(slow)
+    waiter.wait_event(event)
+    event.record(idle)  # new record on an idle stream: completes at once
+    event.synchronize()
+    assert event.query() is True
+    assert waiter.query() is False  # still waiting for the old record
+    waiter.synchronize()
+    assert slow.query() is True
+
+
+# --- wait ---------------------------------------------------------------------------------
+
+
+def test_wait_makes_a_stream_wait_for_the_recorded_work():
+    producer, consumer = torch.openreg.Stream(), torch.openreg.Stream()
+    data = torch.zeros(32, device="openreg")
+    with torch.openreg.stream(producer):
+        data.add_(1)
+        torch.openreg.synchronize()  # first call of the signature ran; now asynchronous
+        data.zero_()
+        torch.openreg._sleep(SLOW_MS)
+        data.add_(7)
+    event = torch.openreg.Event()
+    event.record(producer)
+    event.wait(consumer)
+    assert consumer.query() is False
+    pinned = torch.empty(32).pin_memory()
+    with torch.openreg.stream(consumer):
+        pinned.copy_(data, non_blocking=True)
+    consumer.synchronize()
+    torch.testing.assert_close(pinned, torch.full((32,), 7.0), rtol=0, atol=0)
+
+
+def test_wait_without_stream_uses_current_stream():
+    producer = torch.openreg.Stream()
+    with torch.openreg.stream(producer):
+        torch.openreg._sleep(SLOW_MS)
+    event = producer.record_event()
+    event.wait()
+    assert torch.openreg.current_stream().query() is False
+    torch.openreg.current_stream().synchronize()
+    assert producer.query() is True
+
+
+def test_waiting_on_a_never_recorded_event_does_not_block():
+    stream = torch.openreg.Stream()
+    torch.openreg.Event().wait(stream)
+    stream.wait_event(torch.openreg.Event())
+    stream.synchronize()
+    assert stream.query() is True
+
+
+def test_event_of_device_one_waited_on_by_device_zero_stream():
+    on_one = torch.openreg.Stream(device=1)
+    on_zero = torch.openreg.Stream(device=0)
+    with torch.openreg.stream(on_one):
+        torch.openreg._sleep(SLOW_MS)
+        event = on_one.record_event()
+    assert event.device == torch.device("openreg:1")
+    on_zero.wait_event(event)
+    assert on_zero.query() is False
+    start = time.perf_counter()
+    on_zero.synchronize()
+    assert time.perf_counter() - start >= SLOW_MS / 1000 * 0.5
+    assert event.query() is True
+    assert on_one.query() is True
+
+
+def test_event_of_device_one_orders_data_read_on_device_zero():
+    source = torch.zeros(16, device="openreg:1")
+    on_one = torch.openreg.Stream(device=1)
+    with torch.openreg.stream(on_one):
+        source.add_(1)
+        on_one.synchronize()
+        source.zero_()
+        torch.openreg._sleep(SLOW_MS)
+        source.add_(3)
+        event = on_one.record_event()
+    on_zero = torch.openreg.Stream(device=0)
+    event.wait(on_zero)
+    # A device-0 stream waiting on the event, then a host read ordered after it.
+    done = on_zero.record_event()
+    done.synchronize()
+    assert on_one.query() is True
+    pinned = torch.empty(16).pin_memory()
+    pinned.copy_(source, non_blocking=True)
+    torch.openreg.synchronize(1)
+    torch.testing.assert_close(pinned, torch.full((16,), 3.0), rtol=0, atol=0)
+
+
+# --- elapsed_time -------------------------------------------------------------------------
+
+
+def test_elapsed_time_brackets_known_work():
+    start = torch.openreg.Event(enable_timing=True)
+    end = torch.openreg.Event(enable_timing=True)
+    start.record()
+    torch.openreg._sleep(50)
+    end.record()
+    end.synchronize()
+    elapsed = start.elapsed_time(end)
+    assert isinstance(elapsed, float)
+    assert 40 <= elapsed <= 1000
+    assert end.elapsed_time(start) == pytest.approx(-elapsed)
+
+
+def test_elapsed_time_grows_with_the_work():
+    events = [torch.openreg.Event(enable_timing=True) for _ in range(3)]
+    events[0].record()
+    torch.openreg._sleep(20)
+    events[1].record()
+    torch.openreg._sleep(120)
+    events[2].record()
+    events[2].synchronize()
+    short = events[0].elapsed_time(events[1])
+    long = events[1].elapsed_time(events[2])
+    assert 15 <= short <= 1000
+    assert 100 <= long <= 1000
+    assert long > short
+
+
+def test_elapsed_time_between_two_streams():
+    slow, fast = torch.openreg.Stream(), torch.openreg.Stream()
+    start = torch.openreg.Event(enable_timing=True)
+    end = torch.openreg.Event(enable_timing=True)
+    start.record(fast)  # idle stream: reached at once
+    with torch.openreg.stream(slow):
+        torch.openreg._sleep(100)
+    end.record(slow)  # reached after the sleep
+    end.synchronize()
+    start.synchronize()
+    assert 80 <= start.elapsed_time(end) <= 1000
+
+
+def test_elapsed_time_with_generic_torch_event():
+    start = torch.Event(device="openreg", enable_timing=True)
+    end = torch.Event(device="openreg", enable_timing=True)
+    start.record()
+    torch.openreg._sleep(50)
+    end.record()
+    end.synchronize()
+    assert 40 <= start.elapsed_time(end) <= 1000
+
+
+def test_elapsed_time_between_generic_and_openreg_events():
+    start = torch.openreg.Event(enable_timing=True)
+    end = torch.Event(device="openreg", enable_timing=True)
+    start.record()
+    torch.openreg._sleep(50)
+    end.record()
+    end.synchronize()
+    assert 40 <= start.elapsed_time(end) <= 1000
+
+
+def test_elapsed_time_on_non_timing_events_raises():
+    start, end = torch.openreg.Event(), torch.openreg.Event()
+    start.record()
+    end.record()
+    end.synchronize()
+    with pytest.raises(RuntimeError, match="timing"):
+        start.elapsed_time(end)
+    timed = torch.openreg.Event(enable_timing=True)
+    timed.record()
+    timed.synchronize()
+    with pytest.raises(RuntimeError, match="timing"):
+        timed.elapsed_time(end)
+
+
+def test_elapsed_time_on_generic_non_timing_events_raises():
+    start, end = torch.Event(device="openreg"), torch.Event(device="openreg")
+    start.record()
+    end.record()
+    end.synchronize()
+    with pytest.raises(ValueError, match="enable_timing"):
+        start.elapsed_time(end)
+
+
+def test_elapsed_time_of_unrecorded_events_raises():
+    start = torch.openreg.Event(enable_timing=True)
+    end = torch.openreg.Event(enable_timing=True)
+    with pytest.raises(RuntimeError, match="recorded"):
+        start.elapsed_time(end)
+
+
+def test_elapsed_time_before_completion_raises_not_ready():
+    start = torch.openreg.Event(enable_timing=True)
+    end = torch.openreg.Event(enable_timing=True)
+    torch.openreg._sleep(SLOW_MS)
+    start.record()
+    end.record()
+    # As cudaEventElapsedTime: not ready while the events' work is pending.
+    with pytest.raises(RuntimeError, match="not completed"):
+        start.elapsed_time(end)
+    end.synchronize()
+    assert 0 <= start.elapsed_time(end) <= 1000
+
+
+# --- torch.Event --------------------------------------------------------------------------
+
+
+def test_generic_torch_event_on_openreg():
+    event = torch.Event(device="openreg")
+    assert event.device.type == "openreg"
+    assert event.query() is True
+    torch.openreg._sleep(SLOW_MS)
+    event.record()
+    assert event.device == torch.device("openreg:0")
+    assert event.query() is False
+    event.synchronize()
+    assert event.query() is True
+
+
+def test_generic_torch_event_wait_orders_streams():
+    producer, consumer = torch.Stream(device="openreg"), torch.Stream(device="openreg")
+    event = torch.Event(device="openreg")
+    with producer:
+        torch.openreg._sleep(SLOW_MS)
+    event.record(producer)
+    event.wait(consumer)
+    assert consumer.query() is False
+    consumer.synchronize()
+    assert producer.query() is True

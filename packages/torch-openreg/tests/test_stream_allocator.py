@@ -1,0 +1,262 @@
+"""The stream-ordered caching allocator of openreg (CUDA's contract).
+
+A block freed on the host while queued work may still use it goes back to the
+pool of the stream it was allocated on: the next allocation there may reuse it
+at once, because that stream's later work runs after the queued use. It is
+never handed to another stream. Memory used on another stream must be declared
+with ``Tensor.record_stream``, which defers its reuse until that stream's
+queued work is done. ``empty_cache`` waits for the device before returning
+memory to the runtime.
+
+Pending work comes from ``torch.openreg._sleep`` (a deliberately slow kernel).
+Tensors of 12 MiB get a segment of their own (no splitting, no sharing), and
+``empty_cache`` first drops every other cached block, so which block an
+allocation receives is predictable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+
+import torch_openreg  # noqa: F401  (registers the device)
+
+SLOW_MS = 200
+LARGE = 3 * 1024 * 1024  # float32 elements: 12 MiB, a segment of its own
+SMALL = 4096  # float32 elements: 16 KiB, cut from a shared small segment
+
+
+@pytest.fixture(autouse=True)
+def _restore_current_streams() -> Iterator[None]:
+    """Tests here change the thread's current streams; put the default ones back."""
+    yield
+    for index in range(torch.openreg.device_count()):
+        torch.openreg.set_stream(torch.openreg.default_stream(index))
+    torch.openreg.set_device(0)
+
+
+def warm(*calls: Callable[[], object]) -> None:
+    """Run each call once and wait, so later calls of the same signatures are asynchronous."""
+    for call in calls:
+        call()
+    for index in range(torch.openreg.device_count()):
+        torch.openreg.synchronize(index)
+
+
+def full(value: float, n: int = LARGE) -> torch.Tensor:
+    return torch.full((n,), value)
+
+
+def assert_all(tensor: torch.Tensor, value: float) -> None:
+    torch.testing.assert_close(tensor.cpu(), full(value, tensor.numel()), rtol=0, atol=0)
+
+
+def _warm_signatures(n: int) -> None:
+    a = torch.ones(n, device="openreg")
+    warm(lambda: a * 2, lambda: a.fill_(-1.0), lambda: a.add_(1))
+
+
+# --- freeing a tensor whose kernel is still queued (same stream) --------------------------
+
+
+def test_freed_input_of_queued_kernel_is_not_corrupted_by_a_new_tensor():
+    _warm_signatures(LARGE)
+    torch.openreg.empty_cache()
+    torch.openreg._sleep(SLOW_MS)
+    a = torch.ones(LARGE, device="openreg")
+    b = a * 2  # queued: reads a later
+    freed = a.data_ptr()
+    del a
+    c = torch.empty(LARGE, device="openreg")
+    assert c.data_ptr() == freed  # same stream: reused at once (stream order protects it)
+    c.fill_(-1.0)
+    assert not torch.openreg.current_stream().query()
+    assert_all(b, 2.0)
+    assert_all(c, -1.0)
+
+
+def test_freed_output_of_queued_kernel_is_not_corrupted_by_a_new_tensor():
+    _warm_signatures(LARGE)
+    torch.openreg.empty_cache()
+    a = torch.ones(LARGE, device="openreg")
+    torch.openreg._sleep(SLOW_MS)
+    b = a * 2  # queued: writes b later
+    freed = b.data_ptr()
+    del b
+    c = torch.empty(LARGE, device="openreg")
+    assert c.data_ptr() == freed
+    c.fill_(-1.0)  # runs after the write of the freed b
+    assert_all(c, -1.0)
+    assert_all(a, 1.0)
+
+
+def test_repeated_free_and_reuse_of_small_blocks_keeps_results_correct():
+    _warm_signatures(SMALL)
+    results, reused = [], 0
+    torch.openreg._sleep(100)
+    for step in range(30):
+        a = torch.full((SMALL,), float(step), device="openreg")
+        results.append(a * 2)
+        freed = a.data_ptr()
+        del a
+        c = torch.empty(SMALL, device="openreg")
+        reused += c.data_ptr() == freed
+        c.fill_(-1.0)
+    assert not torch.openreg.current_stream().query()
+    assert reused > 0
+    for step, result in enumerate(results):
+        assert_all(result, 2.0 * step)
+
+
+# --- never handed to another stream -------------------------------------------------------
+
+
+def test_block_freed_while_queued_is_not_handed_to_another_stream():
+    other = torch.openreg.Stream()
+    with torch.openreg.stream(other):
+        _warm_signatures(LARGE)
+    _warm_signatures(LARGE)
+    torch.openreg.empty_cache()
+    torch.openreg._sleep(SLOW_MS)
+    a = torch.ones(LARGE, device="openreg")
+    b = a * 2
+    freed = a.data_ptr()
+    del a
+    with torch.openreg.stream(other):
+        c = torch.empty(LARGE, device="openreg")
+        c.fill_(-1.0)  # ``other`` is idle: this runs now, before b's kernel reads a
+    assert c.data_ptr() != freed
+    assert not torch.openreg.current_stream().query()
+    assert_all(b, 2.0)
+    with torch.openreg.stream(other):
+        assert_all(c, -1.0)
+
+
+def test_freed_output_is_not_handed_to_another_stream():
+    other = torch.openreg.Stream()
+    with torch.openreg.stream(other):
+        _warm_signatures(LARGE)
+    _warm_signatures(LARGE)
+    torch.openreg.empty_cache()
+    a = torch.ones(LARGE, device="openreg")
+    torch.openreg._sleep(SLOW_MS)
+    b = a * 2  # writes b's block later
+    freed = b.data_ptr()
+    del b
+    with torch.openreg.stream(other):
+        c = torch.empty(LARGE, device="openreg")
+        c.fill_(-1.0)
+    assert c.data_ptr() != freed
+    torch.openreg.synchronize()
+    assert_all(c, -1.0)
+
+
+# --- record_stream ------------------------------------------------------------------------
+
+
+def _used_on_other_stream(
+    record: bool,
+) -> tuple[torch.Tensor, int, torch.openreg.Stream, torch.openreg.Stream]:
+    """x allocated on the current stream, read by slow work on another stream, then freed."""
+    allocating, using = torch.openreg.current_stream(), torch.openreg.Stream()
+    with torch.openreg.stream(using):
+        _warm_signatures(LARGE)
+    _warm_signatures(LARGE)
+    torch.openreg.empty_cache()
+    x = torch.ones(LARGE, device="openreg")
+    x.mul_(3)
+    using.wait_stream(allocating)
+    with torch.openreg.stream(using):
+        torch.openreg._sleep(SLOW_MS)
+        y = x * 2
+    if record:
+        x.record_stream(using)
+    freed = x.data_ptr()
+    del x
+    return y, freed, allocating, using
+
+
+def test_record_stream_protects_memory_used_on_another_stream():
+    y, freed, _, using = _used_on_other_stream(record=True)
+    z = torch.empty(LARGE, device="openreg")
+    assert z.data_ptr() != freed  # not reused while ``using`` has queued work
+    z.fill_(-5.0)  # the allocating stream is idle: runs now
+    assert not using.query()
+    with torch.openreg.stream(using):
+        assert_all(y, 6.0)
+    assert_all(z, -5.0)
+
+
+def test_record_stream_defers_the_release_until_the_work_is_done():
+    y, freed, _, using = _used_on_other_stream(record=True)
+    # x was freed on the host, but its block stays allocated until ``using`` is done.
+    allocated = torch.openreg.memory_stats()["allocated_bytes.all.current"]
+    assert not using.query()
+    using.synchronize()
+    assert torch.openreg.memory_stats()["allocated_bytes.all.current"] == allocated - LARGE * 4
+    # Once the work is done, the allocating stream gets the block again.
+    z = torch.empty(LARGE, device="openreg")
+    assert z.data_ptr() == freed
+    z.fill_(-5.0)
+    assert_all(y, 6.0)
+
+
+def test_without_record_stream_the_block_is_reused_at_once():
+    # The hazard record_stream exists for (same as CUDA): the block goes straight
+    # back to the allocating stream, whose new work overwrites it before the
+    # other stream's queued kernel has read it.
+    y, freed, _, using = _used_on_other_stream(record=False)
+    z = torch.empty(LARGE, device="openreg")
+    assert z.data_ptr() == freed
+    z.fill_(-5.0)
+    using.synchronize()
+    assert_all(y, -10.0)
+
+
+def test_record_stream_on_the_allocating_stream_is_harmless():
+    _warm_signatures(SMALL)
+    x = torch.full((SMALL,), 4.0, device="openreg")
+    torch.openreg._sleep(100)
+    y = x * 2
+    x.record_stream(torch.openreg.current_stream())
+    del x
+    z = torch.empty(SMALL, device="openreg")
+    z.fill_(-1.0)
+    assert_all(y, 8.0)
+    assert_all(z, -1.0)
+
+
+def test_record_stream_rejects_non_openreg_streams():
+    x = torch.ones(4, device="openreg")
+    with pytest.raises(RuntimeError):
+        x.record_stream(torch.Stream(device="cpu"))
+
+
+# --- empty_cache --------------------------------------------------------------------------
+
+
+def test_empty_cache_while_work_is_pending_does_not_break_it():
+    _warm_signatures(LARGE)
+    torch.openreg.empty_cache()
+    torch.openreg._sleep(SLOW_MS)
+    a = torch.ones(LARGE, device="openreg")
+    b = a * 2
+    del a  # a's block is cached, still to be read by b's kernel
+    reserved = torch.openreg.memory_reserved()
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_reserved() <= reserved - LARGE * 4
+    c = torch.empty(LARGE, device="openreg")
+    c.fill_(-1.0)
+    assert_all(b, 2.0)
+    assert_all(c, -1.0)
+
+
+def test_empty_cache_with_recorded_use_pending_on_another_stream():
+    y, _, _, using = _used_on_other_stream(record=True)
+    torch.openreg.empty_cache()  # waits for the device, then releases x's block
+    assert using.query()
+    z = torch.full((LARGE,), -5.0, device="openreg")
+    assert_all(z, -5.0)
+    assert_all(y, 6.0)

@@ -1,0 +1,442 @@
+"""Streams of the openreg device: the torch.openreg stream API (mirroring
+torch.cuda), the generic torch.Stream / torch.accelerator surface, and the
+ordering guarantees of stream execution.
+
+Ordering is observed with ``torch.openreg._sleep`` (a deliberately slow kernel,
+like ``torch.cuda._sleep``): work enqueued behind it is still pending when the
+test looks, so a missing wait is visible as stale data or ``query() is False``.
+Every operator signature a test times is run once beforehand, because the first
+call of a new signature runs synchronously (plan verification).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+
+import torch_openreg  # noqa: F401  (registers the device)
+
+SLOW_MS = 200
+STREAMS_PER_PRIORITY = 32
+
+
+@pytest.fixture(autouse=True)
+def _restore_current_streams() -> Iterator[None]:
+    """Tests here change the thread's current streams; put the default ones back."""
+    yield
+    for index in range(torch.openreg.device_count()):
+        torch.openreg.set_stream(torch.openreg.default_stream(index))
+    torch.openreg.set_device(0)
+
+
+def warm(*calls: Callable[[], object]) -> None:
+    """Run each call once and wait, so later calls of the same signatures are asynchronous."""
+    for call in calls:
+        call()
+    for index in range(torch.openreg.device_count()):
+        torch.openreg.synchronize(index)
+
+
+def read_now(tensor: torch.Tensor, stream: torch.Stream) -> torch.Tensor:
+    """``tensor``'s contents as ``stream`` sees them now (other streams' pending work not awaited).
+
+    A non-blocking copy into pinned memory on ``stream``, waiting only for ``stream``.
+    """
+    pinned = torch.empty(tensor.shape, dtype=tensor.dtype).pin_memory()
+    with torch.openreg.stream(stream):
+        pinned.copy_(tensor, non_blocking=True)
+    stream.synchronize()
+    return pinned
+
+
+# --- construction, ids, priorities --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("priority", "ids"), [(0, range(1, 33)), (-1, range(33, 65)), (-2, range(65, 97))]
+)
+def test_stream_priority_id_and_device(priority, ids):
+    stream = torch.openreg.Stream(priority=priority)
+    assert isinstance(stream, torch.openreg.Stream)
+    assert isinstance(stream, torch.Stream)
+    assert stream.priority == priority
+    assert stream.stream_id in ids
+    assert stream.device == torch.device("openreg:0")
+    assert stream.device_index == 0
+    assert stream.device_type == torch.openreg.default_stream().device_type
+
+
+def test_stream_on_explicit_device():
+    for device in (1, "openreg:1", torch.device("openreg", 1)):
+        stream = torch.openreg.Stream(device=device, priority=-1)
+        assert stream.device == torch.device("openreg:1")
+        assert stream.priority == -1
+    with torch.openreg.device(1):
+        assert torch.openreg.Stream().device_index == 1
+
+
+def test_priority_range():
+    assert torch.openreg.Stream.priority_range() == (0, -2)
+    least, greatest = torch.openreg.Stream.priority_range()
+    assert greatest < least  # lower number = higher priority, as in CUDA
+
+
+@pytest.mark.parametrize(("requested", "clamped"), [(1, 0), (5, 0), (-3, -2), (-100, -2)])
+def test_out_of_range_priority_is_clamped(requested, clamped):
+    # As torch.cuda.Stream: priorities outside priority_range() are clamped to it.
+    stream = torch.openreg.Stream(priority=requested)
+    assert stream.priority == clamped
+    generic = torch.Stream(device="openreg", priority=requested)
+    assert torch.openreg.streams._wrap(generic).priority == clamped
+
+
+def test_stream_of_non_openreg_device_is_rejected():
+    with pytest.raises(ValueError, match="Expected an openreg device"):
+        torch.openreg.Stream(device="cpu")
+
+
+def test_same_id_on_two_devices_are_different_streams():
+    on_zero = torch.openreg.Stream(device=0)
+    on_one = torch.openreg.streams._wrap(
+        torch.Stream(stream_id=on_zero.stream_id, device_index=1, device_type=on_zero.device_type)
+    )
+    assert on_zero != on_one
+    with torch.openreg.stream(on_zero):
+        torch.openreg._sleep(SLOW_MS)
+    assert on_zero.query() is False
+    assert on_one.query() is True
+    on_zero.synchronize()
+
+
+def test_pool_streams_are_distinct_from_default():
+    streams = {torch.openreg.Stream().stream_id for _ in range(STREAMS_PER_PRIORITY)}
+    assert 0 not in streams
+    assert len(streams) == STREAMS_PER_PRIORITY  # round-robin over the whole pool
+
+
+# --- default / current stream, set_stream, contexts ---------------------------------------
+
+
+@pytest.mark.parametrize("device", [0, 1])
+def test_default_stream_is_current_until_set(device):
+    default = torch.openreg.default_stream(device)
+    assert default.stream_id == 0
+    assert default.device == torch.device(f"openreg:{device}")
+    assert default.priority == 0
+    assert torch.openreg.current_stream(device) == default
+    assert isinstance(torch.openreg.current_stream(device), torch.openreg.Stream)
+
+
+def test_set_stream_changes_current_not_default():
+    stream = torch.openreg.Stream()
+    torch.openreg.set_stream(stream)
+    assert torch.openreg.current_stream() == stream
+    assert torch.openreg.default_stream().stream_id == 0
+    assert torch.openreg.current_stream(1).stream_id == 0
+    # Work now runs on the new stream: pending work there is visible on it only.
+    torch.openreg._sleep(SLOW_MS)
+    assert stream.query() is False
+    assert torch.openreg.default_stream().query() is True
+    stream.synchronize()
+
+
+def test_set_stream_of_other_device_makes_that_device_current():
+    stream = torch.openreg.Stream(device=1)
+    torch.openreg.set_stream(stream)
+    assert torch.openreg.current_device() == 1
+    assert torch.openreg.current_stream() == stream
+    assert torch.openreg.current_stream(0).stream_id == 0
+
+
+def test_stream_context_sets_and_restores_stream():
+    stream = torch.openreg.Stream()
+    with torch.openreg.stream(stream) as entered:
+        assert entered is stream
+        assert torch.openreg.current_stream() == stream
+        assert torch.accelerator.current_stream() == stream
+        result = torch.arange(4.0, device="openreg") * 2
+    assert torch.openreg.current_stream().stream_id == 0
+    stream.synchronize()  # result was computed on ``stream``, not the now-current one
+    torch.testing.assert_close(result.cpu(), torch.arange(4.0) * 2, rtol=0, atol=0)
+
+
+def test_stream_context_restores_previous_non_default_stream():
+    outer, inner = torch.openreg.Stream(), torch.openreg.Stream(priority=-1)
+    torch.openreg.set_stream(outer)
+    with torch.openreg.stream(inner):
+        assert torch.openreg.current_stream() == inner
+    assert torch.openreg.current_stream() == outer
+
+
+def test_stream_context_of_device_one_makes_device_one_current():
+    stream = torch.openreg.Stream(device=1)
+    with torch.openreg.stream(stream):
+        assert torch.openreg.current_device() == 1
+        assert torch.openreg.current_stream() == stream
+        assert torch.openreg.current_stream(0).stream_id == 0
+        tensor = torch.ones(2, device="openreg")
+        assert tensor.device == torch.device("openreg:1")
+    assert torch.openreg.current_device() == 0
+    assert torch.openreg.current_stream(1).stream_id == 0
+
+
+def test_stream_context_restores_after_exception():
+    stream = torch.openreg.Stream(device=1)
+    with pytest.raises(KeyError), torch.openreg.stream(stream):
+        raise KeyError("inside")
+    assert torch.openreg.current_device() == 0
+    assert torch.openreg.current_stream(1).stream_id == 0
+
+
+def test_stream_context_none_is_a_no_op():
+    before = torch.openreg.current_stream()
+    with torch.openreg.stream(None) as entered:
+        assert entered is None
+        assert torch.openreg.current_stream() == before
+    assert torch.openreg.current_stream() == before
+
+
+def test_stream_object_is_a_context_manager():
+    stream = torch.openreg.Stream(device=1)
+    with stream:
+        assert torch.openreg.current_device() == 1
+        assert torch.openreg.current_stream(1) == stream
+    assert torch.openreg.current_device() == 0
+    assert torch.openreg.current_stream(1).stream_id == 0
+    generic = torch.Stream(device="openreg")
+    with generic:
+        assert torch.openreg.current_stream() == generic
+    assert torch.openreg.current_stream().stream_id == 0
+
+
+def test_current_stream_is_per_thread():
+    stream = torch.openreg.Stream()
+    torch.openreg.set_stream(stream)
+    seen: dict[str, torch.Stream] = {}
+
+    def other_thread() -> None:
+        seen["before"] = torch.openreg.current_stream()
+        own = torch.openreg.Stream(priority=-2)
+        torch.openreg.set_stream(own)
+        seen["own"] = own
+        seen["after"] = torch.openreg.current_stream()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert seen["before"] == torch.openreg.default_stream()
+    assert seen["after"] == seen["own"]
+    assert torch.openreg.current_stream() == stream  # untouched by the other thread
+
+
+def test_work_from_another_thread_runs_on_that_threads_stream():
+    stream = torch.openreg.Stream()
+    torch.openreg.set_stream(stream)
+    thread = threading.Thread(target=lambda: torch.openreg._sleep(SLOW_MS))
+    thread.start()
+    thread.join()
+    # The other thread's current stream is the default stream, not ``stream``.
+    assert torch.openreg.default_stream().query() is False
+    assert stream.query() is True
+    torch.openreg.default_stream().synchronize()
+
+
+# --- torch.Stream and torch.accelerator ---------------------------------------------------
+
+
+def test_generic_torch_stream_on_openreg():
+    stream = torch.Stream(device="openreg")
+    assert stream.device == torch.device("openreg:0")
+    assert 1 <= stream.stream_id <= STREAMS_PER_PRIORITY
+    other = torch.Stream(device="openreg:1", priority=-1)
+    assert other.device == torch.device("openreg:1")
+    assert torch.openreg.streams._wrap(other).priority == -1
+    # An openreg Stream and the generic one with the same id are the same stream.
+    assert torch.openreg.streams._wrap(stream) == stream
+
+
+def test_accelerator_api_on_openreg():
+    assert torch.accelerator.current_accelerator() == torch.device("openreg")
+    assert torch.accelerator.device_count() == torch.openreg.device_count() == 2
+    assert torch.accelerator.current_device_index() == 0
+    torch.accelerator.set_device_index(1)
+    assert torch.openreg.current_device() == 1
+    assert torch.accelerator.current_device_index() == 1
+    assert torch.accelerator.current_stream() == torch.openreg.default_stream(1)
+    torch.accelerator.set_device_index(0)
+    assert torch.openreg.current_device() == 0
+
+
+def test_accelerator_set_stream_and_current_stream():
+    stream = torch.Stream(device="openreg")
+    torch.accelerator.set_stream(stream)
+    assert torch.accelerator.current_stream() == stream
+    assert torch.openreg.current_stream() == stream
+    on_one = torch.Stream(device="openreg:1")
+    torch.accelerator.set_stream(on_one)
+    assert torch.accelerator.current_device_index() == 1
+    assert torch.accelerator.current_stream(1) == on_one
+    assert torch.accelerator.current_stream(0) == stream
+
+
+def test_accelerator_synchronize_waits():
+    torch.openreg._sleep(SLOW_MS)
+    assert torch.accelerator.current_stream().query() is False
+    start = time.perf_counter()
+    torch.accelerator.synchronize()
+    assert time.perf_counter() - start >= SLOW_MS / 1000 * 0.5
+    assert torch.accelerator.current_stream().query() is True
+
+
+# --- query / synchronize ------------------------------------------------------------------
+
+
+def test_query_true_when_idle_false_while_sleep_pending():
+    stream = torch.openreg.Stream()
+    stream.synchronize()
+    assert stream.query() is True
+    with torch.openreg.stream(stream):
+        torch.openreg._sleep(SLOW_MS)
+    assert stream.query() is False
+    stream.synchronize()
+    assert stream.query() is True
+
+
+def test_stream_synchronize_waits_for_pending_work():
+    stream = torch.openreg.Stream()
+    with torch.openreg.stream(stream):
+        torch.openreg._sleep(SLOW_MS)
+    start = time.perf_counter()
+    stream.synchronize()
+    elapsed = time.perf_counter() - start
+    assert elapsed >= SLOW_MS / 1000 * 0.5
+    assert stream.query() is True
+
+
+def test_device_synchronize_waits_for_all_streams_of_the_device():
+    streams = [torch.openreg.Stream(), torch.openreg.Stream(priority=-2)]
+    for stream in streams:
+        with torch.openreg.stream(stream):
+            torch.openreg._sleep(SLOW_MS)
+    assert not any(stream.query() for stream in streams)
+    torch.openreg.synchronize()
+    assert all(stream.query() for stream in streams)
+
+
+def test_streams_without_wait_run_independently():
+    slow, fast = torch.openreg.Stream(), torch.openreg.Stream()
+    with torch.openreg.stream(slow):
+        torch.openreg._sleep(300)
+    with torch.openreg.stream(fast):
+        torch.openreg._sleep(1)
+    start = time.perf_counter()
+    fast.synchronize()
+    assert time.perf_counter() - start < 0.2  # did not wait for ``slow``
+    assert slow.query() is False
+
+
+# --- FIFO order on one stream -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ops", "expected"),
+    [(("mul", "add"), 3.0), (("add", "mul"), 4.0)],
+)
+def test_kernels_on_one_stream_apply_in_order(ops, expected):
+    x = torch.ones(8, device="openreg")
+    apply = {"mul": lambda: x.mul_(2), "add": lambda: x.add_(1)}
+    warm(apply["mul"], apply["add"])
+    x.fill_(1.0)
+    torch.openreg._sleep(100)
+    for op in ops:
+        apply[op]()
+    assert torch.openreg.current_stream().query() is False  # both still pending
+    torch.testing.assert_close(x.cpu(), torch.full((8,), expected), rtol=0, atol=0)
+
+
+def test_long_sequence_on_one_stream_matches_cpu():
+    reference = torch.arange(16.0)
+    x = reference.to("openreg")
+    warm(lambda: x.mul_(1), lambda: x.add_(0), lambda: x.sub_(0))
+    x.copy_(reference)
+    torch.openreg._sleep(50)
+    for step in range(60):
+        for tensor in (reference, x):
+            [tensor.mul_, tensor.add_, tensor.sub_][step % 3](step % 5 + 1)
+    torch.testing.assert_close(x.cpu(), reference, rtol=0, atol=0)
+
+
+# --- ordering two streams -----------------------------------------------------------------
+
+
+def _producer_setup() -> tuple[torch.Tensor, torch.openreg.Stream, torch.openreg.Stream]:
+    data = torch.zeros(64, device="openreg")
+    producer, consumer = torch.openreg.Stream(), torch.openreg.Stream()
+    with torch.openreg.stream(producer):
+        warm(lambda: data.add_(5), lambda: data * 2)
+    with torch.openreg.stream(consumer):
+        warm(lambda: data * 2)
+    data.zero_()
+    torch.openreg.synchronize()
+    return data, producer, consumer
+
+
+def test_wait_stream_orders_consumer_after_producer():
+    data, producer, consumer = _producer_setup()
+    with torch.openreg.stream(producer):
+        torch.openreg._sleep(SLOW_MS)
+        data.add_(5)
+    consumer.wait_stream(producer)
+    with torch.openreg.stream(consumer):
+        result = data * 2
+    assert consumer.query() is False  # waiting for the producer
+    consumer.synchronize()
+    assert producer.query() is True
+    torch.testing.assert_close(result.cpu(), torch.full((64,), 10.0), rtol=0, atol=0)
+
+
+def test_wait_event_orders_consumer_after_producer():
+    data, producer, consumer = _producer_setup()
+    with torch.openreg.stream(producer):
+        torch.openreg._sleep(SLOW_MS)
+        data.add_(5)
+        done = producer.record_event()
+    consumer.wait_event(done)
+    with torch.openreg.stream(consumer):
+        result = data * 2
+    assert consumer.query() is False
+    torch.testing.assert_close(read_now(result, consumer), torch.full((64,), 10.0), rtol=0, atol=0)
+
+
+def test_without_wait_consumer_sees_pending_producer_work():
+    data, producer, consumer = _producer_setup()
+    with torch.openreg.stream(producer):
+        torch.openreg._sleep(SLOW_MS)
+        data.add_(5)
+    with torch.openreg.stream(consumer):
+        result = data * 2
+    # The consumer did not wait: it read ``data`` before the producer's add_ ran.
+    observed = read_now(result, consumer)
+    assert producer.query() is False
+    torch.testing.assert_close(observed, torch.zeros(64), rtol=0, atol=0)
+    torch.testing.assert_close(read_now(data, consumer), torch.zeros(64), rtol=0, atol=0)
+    producer.synchronize()
+    torch.testing.assert_close(data.cpu(), torch.full((64,), 5.0), rtol=0, atol=0)
+
+
+def test_wait_stream_across_devices():
+    source = torch.zeros(16, device="openreg:1")
+    producer = torch.openreg.Stream(device=1)
+    consumer = torch.openreg.Stream(device=0)
+    with torch.openreg.stream(producer):
+        warm(lambda: source.add_(1))
+        torch.openreg._sleep(SLOW_MS)
+        source.add_(1)
+    consumer.wait_stream(producer)
+    assert consumer.query() is False
+    consumer.synchronize()
+    assert producer.query() is True
