@@ -35,23 +35,8 @@ bool sameLayout(const at::Tensor& tensor, const TensorLayout& layout) {
 
 c10::IValue shadowArgument(const c10::IValue& value, const c10::Argument& argument,
                            MetaShadows& shadows) {
-  if (value.isTensor()) return shadows.shadow(value.toTensor());
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> converted;
-    for (const at::Tensor& tensor : value.toTensorList()) converted.push_back(shadows.shadow(tensor));
-    return converted;
-  }
-  if (value.isList() && !value.isTensorList()) {
-    bool hasTensors = false;
-    for (const c10::IValue& element : value.toListRef()) hasTensors |= element.isTensor();
-    if (hasTensors) {
-      c10::List<std::optional<at::Tensor>> converted;
-      for (const c10::IValue& element : value.toListRef()) {
-        converted.push_back(element.isTensor() ? std::optional(shadows.shadow(element.toTensor()))
-                                               : std::nullopt);
-      }
-      return converted;
-    }
+  if (value.isTensor() || value.isList()) {
+    return mapTensors(value, [&](const at::Tensor& tensor) { return shadows.shadow(tensor); });
   }
   if (value.isDevice() && value.toDevice().type() == c10::DeviceType::PrivateUse1) {
     return c10::Device(c10::DeviceType::Meta);

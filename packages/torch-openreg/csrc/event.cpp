@@ -31,13 +31,7 @@ void blockStream(void* event, const c10::Stream& stream) {
 
 bool queryEvent(void* event) {
   if (event == nullptr) return true;
-  const orError_t status = orEventQuery(asEvent(event));
-  if (status == orErrorNotReady) {
-    orGetLastError();
-    return false;
-  }
-  OPENREG_CHECK(status);
-  return true;
+  return completed(orEventQuery(asEvent(event)), "orEventQuery");
 }
 
 void synchronizeEvent(void* event) {

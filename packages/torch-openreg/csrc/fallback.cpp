@@ -202,43 +202,29 @@ struct PreparedKernel {
 // Host tensors are read when the kernel runs; like CUDA (which passes scalars
 // and copies host indices at launch), take their values now, so later changes
 // by the caller do not leak into queued work.
-bool isUserHostTensor(const c10::IValue& value) {
-  if (!value.isTensor()) return false;
-  const at::Tensor& tensor = value.toTensor();
+bool isUserHostTensor(const at::Tensor& tensor) {
   return tensor.defined() && tensor.is_cpu() && !tensor.unsafeGetTensorImpl()->is_wrapped_number();
 }
 
 bool hasHostTensors(const Arguments& arguments) {
+  bool found = false;
   for (const c10::IValue& value : arguments) {
-    if (isUserHostTensor(value)) return true;
-    if (value.isList() && !value.isTensorList()) {
-      for (const c10::IValue& element : value.toListRef()) {
-        if (element.isTensor() && element.toTensor().is_cpu()) return true;
-      }
-    }
+    mapTensors(value, [&](const at::Tensor& tensor) {
+      found = found || isUserHostTensor(tensor);
+      return tensor;
+    });
   }
-  return false;
+  return found;
 }
 
 Arguments snapshotHostTensors(const Arguments& arguments) {
   if (!hasHostTensors(arguments)) return arguments;
-  Arguments snapshot = arguments;
-  for (c10::IValue& value : snapshot) {
-    if (isUserHostTensor(value)) {
-      value = value.toTensor().clone();
-    } else if (value.isList() && !value.isTensorList()) {
-      c10::List<std::optional<at::Tensor>> converted;
-      bool changed = false;
-      for (const c10::IValue& element : value.toListRef()) {
-        if (element.isTensor() && element.toTensor().is_cpu()) {
-          converted.push_back(element.toTensor().clone());
-          changed = true;
-        } else {
-          converted.push_back(element.isTensor() ? std::optional(element.toTensor()) : std::nullopt);
-        }
-      }
-      if (changed) value = converted;
-    }
+  Arguments snapshot;
+  snapshot.reserve(arguments.size());
+  for (const c10::IValue& value : arguments) {
+    snapshot.push_back(mapTensors(value, [](const at::Tensor& tensor) {
+      return isUserHostTensor(tensor) ? tensor.clone() : tensor;
+    }));
   }
   return snapshot;
 }

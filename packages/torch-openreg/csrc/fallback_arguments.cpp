@@ -118,23 +118,8 @@ c10::DeviceIndex findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IV
 // -> their CPU engines (the device's default one when none is given).
 c10::IValue toCpuArgument(const c10::IValue& value, const c10::Argument& argument,
                           KernelContext& context) {
-  if (value.isTensor()) return context.alias(value.toTensor());
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> converted;
-    for (const at::Tensor& tensor : value.toTensorList()) converted.push_back(context.alias(tensor));
-    return converted;
-  }
-  if (value.isList() && value.toListRef().size() > 0 && !value.isTensorList()) {
-    bool hasTensors = false;
-    for (const c10::IValue& element : value.toListRef()) hasTensors |= element.isTensor();
-    if (hasTensors) {
-      c10::List<std::optional<at::Tensor>> converted;
-      for (const c10::IValue& element : value.toListRef()) {
-        converted.push_back(element.isTensor() ? std::optional(context.alias(element.toTensor()))
-                                               : std::nullopt);
-      }
-      return converted;
-    }
+  if (value.isTensor() || value.isList()) {
+    return mapTensors(value, [&](const at::Tensor& tensor) { return context.alias(tensor); });
   }
   if (value.isDevice() && value.toDevice().type() == c10::DeviceType::PrivateUse1) {
     return c10::Device(c10::DeviceType::CPU);
@@ -151,13 +136,7 @@ c10::IValue toCpuArgument(const c10::IValue& value, const c10::Argument& argumen
 }
 
 c10::IValue fromCpuResult(const c10::IValue& value, KernelContext& context) {
-  if (value.isTensor()) return context.adopt(value.toTensor());
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> converted;
-    for (const at::Tensor& tensor : value.toTensorList()) converted.push_back(context.adopt(tensor));
-    return converted;
-  }
-  return value;
+  return mapTensors(value, [&](const at::Tensor& tensor) { return context.adopt(tensor); });
 }
 
 bool isMutable(const c10::Argument& argument) {

@@ -15,6 +15,30 @@
 
 namespace torch_openreg {
 
+// Applies `convert` to every tensor of an argument — a tensor, a Tensor[] or
+// a Tensor?[] — keeping its structure; other values come back unchanged.
+// The one place that knows where tensors hide in operator arguments.
+template <typename Convert>
+c10::IValue mapTensors(const c10::IValue& value, Convert&& convert) {
+  if (value.isTensor()) return convert(value.toTensor());
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> converted;
+    for (const at::Tensor& tensor : value.toTensorList()) converted.push_back(convert(tensor));
+    return converted;
+  }
+  if (value.isList()) {
+    bool hasTensors = false;
+    for (const c10::IValue& element : value.toListRef()) hasTensors |= element.isTensor();
+    if (!hasTensors) return value;
+    c10::List<std::optional<at::Tensor>> converted;
+    for (const c10::IValue& element : value.toListRef()) {
+      converted.push_back(element.isTensor() ? std::optional(convert(element.toTensor())) : std::nullopt);
+    }
+    return converted;
+  }
+  return value;
+}
+
 // The device an operator runs on; raises on mixed devices.
 c10::DeviceIndex findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments);
 

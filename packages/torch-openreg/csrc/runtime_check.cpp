@@ -20,4 +20,13 @@ void throwRuntimeError(orError_t status, const char* call) {
   TORCH_CHECK(false, message);
 }
 
+bool completed(orError_t status, const char* call) {
+  if (status == orErrorNotReady) {
+    orGetLastError();
+    return false;
+  }
+  if (status != orSuccess) throwRuntimeError(status, call);
+  return true;
+}
+
 }  // namespace torch_openreg

@@ -14,6 +14,10 @@ namespace torch_openreg {
 
 [[noreturn]] void throwRuntimeError(orError_t status, const char* call);
 
+// For query calls: true when the work is complete, false when it is not yet
+// (orErrorNotReady); any other status raises.
+bool completed(orError_t status, const char* call);
+
 }  // namespace torch_openreg
 
 #define OPENREG_CHECK(expression)                                            \

@@ -111,13 +111,7 @@ int streamPriority(const c10::Stream& stream) {
 }
 
 bool queryStream(const c10::Stream& stream) {
-  const orError_t status = orStreamQuery(nativeHandle(stream));
-  if (status == orErrorNotReady) {
-    orGetLastError();
-    return false;
-  }
-  OPENREG_CHECK(status);
-  return true;
+  return completed(orStreamQuery(nativeHandle(stream)), "orStreamQuery");
 }
 
 void synchronizeStream(const c10::Stream& stream) {

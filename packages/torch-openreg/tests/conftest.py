@@ -34,10 +34,12 @@ def devices() -> int:
 
 @pytest.fixture(autouse=True)
 def _reset_openreg_device() -> Iterator[None]:
-    """After each test: wait for all device work, and make device 0 current again."""
+    """After each test: wait for all device work, put the default streams back as the
+    thread's current streams, and make device 0 current again."""
     yield
     for index in range(torch.openreg.device_count()):
         torch.openreg.synchronize(index)
+        torch.openreg.set_stream(torch.openreg.default_stream(index))
     torch.openreg.set_device(0)
 
 

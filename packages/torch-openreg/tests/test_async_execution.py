@@ -17,10 +17,11 @@ asynchronous is run once beforehand (``warm``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import torch
+from _async import warm
 
 import torch_openreg  # noqa: F401  (registers the device)
 
@@ -29,23 +30,6 @@ SLOW_S = SLOW_MS / 1000
 # Generous bounds: the host returned "at once" / waited for "the slow kernel".
 ENQUEUE_LIMIT_S = 0.1
 WAITED_AT_LEAST_S = SLOW_S * 0.5
-
-
-@pytest.fixture(autouse=True)
-def _restore_current_streams() -> Iterator[None]:
-    """Tests here change the thread's current streams; put the default ones back."""
-    yield
-    for index in range(torch.openreg.device_count()):
-        torch.openreg.set_stream(torch.openreg.default_stream(index))
-    torch.openreg.set_device(0)
-
-
-def warm(*calls: Callable[[], object]) -> None:
-    """Run each call once and wait, so later calls of the same signatures are asynchronous."""
-    for call in calls:
-        call()
-    for index in range(torch.openreg.device_count()):
-        torch.openreg.synchronize(index)
 
 
 def busy(device: int = 0) -> bool:

@@ -9,7 +9,6 @@ kernel, like ``torch.cuda._sleep``).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -17,15 +16,6 @@ import torch
 import torch_openreg  # noqa: F401  (registers the device)
 
 SLOW_MS = 200
-
-
-@pytest.fixture(autouse=True)
-def _restore_current_streams() -> Iterator[None]:
-    """Tests here change the thread's current streams; put the default ones back."""
-    yield
-    for index in range(torch.openreg.device_count()):
-        torch.openreg.set_stream(torch.openreg.default_stream(index))
-    torch.openreg.set_device(0)
 
 
 # --- record / query / synchronize ---------------------------------------------------------

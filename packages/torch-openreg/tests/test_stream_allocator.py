@@ -16,33 +16,15 @@ allocation receives is predictable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
 import pytest
 import torch
+from _async import warm
 
 import torch_openreg  # noqa: F401  (registers the device)
 
 SLOW_MS = 200
 LARGE = 3 * 1024 * 1024  # float32 elements: 12 MiB, a segment of its own
 SMALL = 4096  # float32 elements: 16 KiB, cut from a shared small segment
-
-
-@pytest.fixture(autouse=True)
-def _restore_current_streams() -> Iterator[None]:
-    """Tests here change the thread's current streams; put the default ones back."""
-    yield
-    for index in range(torch.openreg.device_count()):
-        torch.openreg.set_stream(torch.openreg.default_stream(index))
-    torch.openreg.set_device(0)
-
-
-def warm(*calls: Callable[[], object]) -> None:
-    """Run each call once and wait, so later calls of the same signatures are asynchronous."""
-    for call in calls:
-        call()
-    for index in range(torch.openreg.device_count()):
-        torch.openreg.synchronize(index)
 
 
 def full(value: float, n: int = LARGE) -> torch.Tensor:

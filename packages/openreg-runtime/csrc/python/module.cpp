@@ -68,6 +68,17 @@ class DeviceScope {
   bool changed_ = false;
 };
 
+// True when work is complete, false when it is not yet (orErrorNotReady);
+// any other failure raises.
+bool readiness(orError_t status) {
+  if (status == orErrorNotReady) {
+    orGetLastError();
+    return false;
+  }
+  checkStatus(status);
+  return true;
+}
+
 int currentDevice() {
   int device = 0;
   checkStatus(orGetDevice(&device));
@@ -135,15 +146,7 @@ class Stream {
     checkStatus(orStreamGetPriority(handle_, &priority));
     return priority;
   }
-  bool query() const {
-    orError_t status = orStreamQuery(handle_);
-    if (status == orErrorNotReady) {
-      orGetLastError();
-      return false;
-    }
-    checkStatus(status);
-    return true;
-  }
+  bool query() const { return readiness(orStreamQuery(handle_)); }
   void synchronize() const { checkStatus(orStreamSynchronize(handle_)); }
   void waitEvent(const Event& event) const;
   void waitStream(const Stream& other) const;
@@ -209,15 +212,7 @@ class Event {
   void record(const std::optional<std::shared_ptr<Stream>>& stream) const {
     checkStatus(orEventRecord(handle_, handleOf(stream)));
   }
-  bool query() const {
-    orError_t status = orEventQuery(handle_);
-    if (status == orErrorNotReady) {
-      orGetLastError();
-      return false;
-    }
-    checkStatus(status);
-    return true;
-  }
+  bool query() const { return readiness(orEventQuery(handle_)); }
   void synchronize() const { checkStatus(orEventSynchronize(handle_)); }
   float elapsedTime(const Event& end) const {
     float milliseconds = 0;
