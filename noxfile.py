@@ -171,3 +171,16 @@ def integration(session: nox.Session, shape: str) -> None:
         python = str(Path(session.bin) / "python")
         session.run("uv", "pip", "uninstall", "--python", python, "openreg-autoload")
         session.run("python", "-c", NO_AUTOLOAD_CHECK)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks (not in the default run): benchmarks/run.py against the installed wheels.
+
+    Writes the table to the log and the raw numbers to benchmarks/results.json
+    (``uv run nox -s bench -- --output FILE`` or ``-- --quick`` pass options through).
+    """
+    packages = [name for name in DISTRIBUTIONS if (ROOT / "packages" / name).is_dir()]
+    sync_locked(session, *packages, groups=())
+    output = ROOT / "benchmarks" / "results.json"
+    session.run("python", "benchmarks/run.py", "--output", str(output), *session.posargs)

@@ -1,8 +1,13 @@
 // async_functional.cpp — meta planning and launch for functional kernels.
 #include "async_functional.h"
 
+#include <c10/util/hash.h>
+
 #include <exception>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_map>
 
 #include "kernel_context.h"
 #include "kernel_launch.h"
@@ -11,8 +16,10 @@
 namespace torch_openreg {
 namespace {
 
-std::optional<std::vector<at::Tensor>> layoutsOnMeta(const std::vector<at::Tensor>& inputs,
-                                                     const TensorFunction& function) {
+using Layouts = std::vector<at::Tensor>;  // meta tensors: layout without data
+
+std::optional<Layouts> layoutsOnMeta(const std::vector<at::Tensor>& inputs,
+                                     const TensorFunction& function) {
   MetaShadows shadows;
   std::vector<at::Tensor> metaInputs;
   for (const at::Tensor& input : inputs) metaInputs.push_back(shadows.shadow(input));
@@ -21,6 +28,49 @@ std::optional<std::vector<at::Tensor>> layoutsOnMeta(const std::vector<at::Tenso
   } catch (const std::exception&) {
     return std::nullopt;  // no meta form: run synchronously, which raises real errors
   }
+}
+
+std::vector<int64_t> cacheKey(const FunctionSignature& signature,
+                              const std::vector<at::Tensor>& inputs) {
+  std::vector<int64_t> key{static_cast<int64_t>(std::hash<std::string>()(signature.name))};
+  key.insert(key.end(), signature.parameters.begin(), signature.parameters.end());
+  for (const at::Tensor& input : inputs) {
+    key.push_back(input.defined());
+    if (!input.defined()) continue;
+    key.push_back(static_cast<int64_t>(input.scalar_type()));
+    key.push_back(input.dim());
+    key.push_back(input.storage_offset());
+    key.insert(key.end(), input.sizes().begin(), input.sizes().end());
+    key.insert(key.end(), input.strides().begin(), input.strides().end());
+  }
+  return key;
+}
+
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& key) const {
+    size_t hash = 0;
+    for (int64_t part : key) hash = c10::hash_combine(hash, static_cast<size_t>(part));
+    return hash;
+  }
+};
+
+// Layouts by signature; std::nullopt records "no meta form" (run synchronously).
+std::optional<Layouts> cachedLayouts(const FunctionSignature& signature,
+                                     const std::vector<at::Tensor>& inputs,
+                                     const TensorFunction& function) {
+  static std::mutex mutex;
+  static auto* cache = new std::unordered_map<std::vector<int64_t>, std::optional<Layouts>, KeyHash>();
+  std::vector<int64_t> key = cacheKey(signature, inputs);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = cache->find(key);
+    if (found != cache->end()) return found->second;
+  }
+  std::optional<Layouts> layouts = layoutsOnMeta(inputs, function);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (cache->size() >= 4096) cache->clear();
+  cache->emplace(std::move(key), layouts);
+  return layouts;
 }
 
 std::vector<at::Tensor> runNow(c10::DeviceIndex device, const std::vector<at::Tensor>& inputs,
@@ -38,8 +88,8 @@ std::vector<at::Tensor> runNow(c10::DeviceIndex device, const std::vector<at::Te
 }  // namespace
 
 std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at::Tensor> inputs,
-                                         TensorFunction function) {
-  std::optional<std::vector<at::Tensor>> layouts = layoutsOnMeta(inputs, function);
+                                         TensorFunction function, const FunctionSignature& signature) {
+  std::optional<Layouts> layouts = cachedLayouts(signature, inputs, function);
   if (!layouts) return runNow(device, inputs, function);
   std::vector<at::Tensor> outputs, inputAliases, outputAliases;
   KernelContext context(device);

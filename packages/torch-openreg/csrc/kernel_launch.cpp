@@ -5,6 +5,7 @@
 #include <Python.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <exception>
 #include <vector>
 
@@ -82,6 +83,54 @@ class KernelScope {
   c10::WarningUtils::WarningHandlerGuard warnings_;
 };
 
+// ---- Asynchronous launches ----------------------------------------------------
+// A launch's state is allocated by the host thread. It is also freed there:
+// the worker only hands finished launches back (a lock-free list) and the
+// next launch from the host reclaims them. Freeing on the worker made glibc's
+// allocator bounce its arena lock between the two threads on every operation
+// (measured: ~13% of host samples in _int_malloc, ~22% in futex waits).
+struct Launch {
+  std::function<void()> body;
+  at::ThreadLocalState callerState;
+  c10::Stream stream;
+  Launch* next = nullptr;
+};
+
+std::atomic<Launch*> finishedLaunches{nullptr};
+
+void retire(Launch* launch) {
+  launch->next = finishedLaunches.load(std::memory_order_relaxed);
+  while (!finishedLaunches.compare_exchange_weak(launch->next, launch, std::memory_order_release,
+                                                 std::memory_order_relaxed)) {
+  }
+}
+
+void reclaimFinishedLaunches() {
+  Launch* launch = finishedLaunches.exchange(nullptr, std::memory_order_acquire);
+  while (launch != nullptr) {
+    Launch* next = launch->next;
+    delete launch;
+    launch = next;
+  }
+}
+
+void runLaunch(void* data) {
+  auto* launch = static_cast<Launch*>(data);
+  {
+    WorkerWarnings dropped(false);
+    KernelScope scope(launch->callerState, launch->stream, &dropped);
+    try {
+      launch->body();
+    } catch (const c10::Error& error) {
+      // Without the C++ backtrace: the message is what users need to see.
+      orSetKernelError(error.what_without_backtrace());
+    } catch (const std::exception& error) {
+      orSetKernelError(error.what());
+    }
+  }
+  retire(launch);
+}
+
 c10::Stream launchStream(c10::DeviceIndex device) {
   markDeviceUsed(device);
   return currentStream(device);
@@ -97,18 +146,12 @@ void launchOnDevice(c10::DeviceIndex device, std::function<void()> body) {
     body();
     return;
   }
+  reclaimFinishedLaunches();
   const c10::Stream stream = launchStream(device);
-  auto work = [callerState = at::ThreadLocalState(), stream, body = std::move(body)] {
-    WorkerWarnings dropped(false);
-    KernelScope scope(callerState, stream, &dropped);
-    try {
-      body();
-    } catch (const c10::Error& error) {
-      // Without the C++ backtrace: the message is what users need to see.
-      orSetKernelError(error.what_without_backtrace());
-    }
-  };
-  OPENREG_CHECK(openreg::launchHostFunc(nativeHandle(stream), std::move(work)));
+  auto* launch = new Launch{std::move(body), at::ThreadLocalState(), stream};
+  const orError_t status = orLaunchHostFunc(nativeHandle(stream), &runLaunch, launch);
+  if (status != orSuccess) delete launch;
+  OPENREG_CHECK(status);
 }
 
 void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body) {
@@ -135,6 +178,7 @@ void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body) {
     GilRelease unlocked;
     OPENREG_CHECK(orStreamSynchronize(handle));
   }
+  reclaimFinishedLaunches();
   warnings.reissue();
   if (failure) std::rethrow_exception(failure);
 }

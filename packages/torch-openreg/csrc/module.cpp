@@ -5,6 +5,7 @@
 // kernel allocator and validates OPENREG_FALLBACK. The functions below back
 // torch.openreg; names mirror torch.cuda's private _C functions.
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/extension.h>
 
 #include <chrono>
@@ -91,6 +92,10 @@ PYBIND11_MODULE(_C, m) {
     return elapsedMilliseconds(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end));
   });
   m.def("_stream_priority_range", [] { return std::make_pair(kLeastPriority, kGreatestPriority); });
+  // Tells torch's Python layer that openreg is initialised (it is, from the
+  // moment torch_openreg registered it); torch gates some device-generic calls
+  // on this flag, e.g. torch.accelerator.empty_host_cache().
+  m.def("_mark_initialized", [] { torch::utils::device_lazy_init(at::kPrivateUse1); });
   m.def("_check_runtime", [] {
     int count = 0;
     OPENREG_CHECK(orGetDeviceCount(&count));

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace torch_openreg {
 namespace {
@@ -28,11 +29,24 @@ bool matches(const c10::FunctionSchema& functional, const c10::FunctionSchema& o
   return true;
 }
 
+// Overload names of every operator, by operator name (built once: the out=
+// overload's name does not follow one rule — sum.dim_IntList's is IntList_out).
+const std::unordered_map<std::string, std::vector<std::string>>& overloadsByName() {
+  static const auto* index = [] {
+    auto* built = new std::unordered_map<std::string, std::vector<std::string>>();
+    for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      (*built)[name.name].push_back(name.overload_name);
+    }
+    return built;
+  }();
+  return *index;
+}
+
 std::optional<c10::OperatorHandle> findOutVariant(const c10::OperatorHandle& op) {
   const c10::OperatorName& name = op.operator_name();
-  const std::string& overload = name.overload_name;
-  for (const std::string& candidate : {overload.empty() ? std::string("out") : overload + "_out",
-                                       std::string("out")}) {
+  auto overloads = overloadsByName().find(name.name);
+  if (overloads == overloadsByName().end()) return std::nullopt;
+  for (const std::string& candidate : overloads->second) {
     auto found = c10::Dispatcher::singleton().findOp({name.name, candidate});
     if (found && found->hasSchema() && matches(op.schema(), found->schema()) &&
         found->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {

@@ -19,7 +19,10 @@ inline void cpuRelax() {
 #endif
 }
 
-// Polls `ready` for up to kSpinBudget; true if it became true.
+// Polls `ready` for up to kSpinBudget; true if it became true. Between
+// rounds of polling the thread yields: on a machine with few cores, other
+// runnable threads (the host, a kernel's OpenMP helpers) get the core instead
+// of losing it to a spinning idle worker.
 template <typename Ready>
 bool spinUntil(Ready&& ready) {
   const auto deadline = std::chrono::steady_clock::now() + kSpinBudget;
@@ -29,6 +32,7 @@ bool spinUntil(Ready&& ready) {
       cpuRelax();
     }
     if (std::chrono::steady_clock::now() >= deadline) return ready();
+    std::this_thread::yield();
   }
 }
 

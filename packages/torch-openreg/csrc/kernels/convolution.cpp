@@ -18,6 +18,19 @@
 namespace torch_openreg {
 namespace {
 
+std::vector<int64_t> parameters(at::IntArrayRef stride, at::IntArrayRef padding,
+                                at::IntArrayRef dilation, bool transposed,
+                                at::IntArrayRef outputPadding, int64_t groups) {
+  std::vector<int64_t> values;
+  for (at::IntArrayRef list : {stride, padding, dilation, outputPadding}) {
+    values.push_back(static_cast<int64_t>(list.size()));
+    values.insert(values.end(), list.begin(), list.end());
+  }
+  values.push_back(transposed);
+  values.push_back(groups);
+  return values;
+}
+
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                        at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
@@ -31,7 +44,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                             outputPaddings, groups)};
   };
   return launchFunctional(input.device().index(), {input, weight, bias.value_or(at::Tensor())},
-                          forward)[0];
+                          forward, {"convolution", parameters(stride, padding, dilation, transposed,
+                                                              outputPadding, groups)})[0];
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
@@ -49,7 +63,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
                                  paddings, dilations, transposed, outputPaddings, groups, outputMask);
     return {gradInput, gradWeight, gradBias};
   };
-  auto grads = launchFunctional(input.device().index(), {gradOutput, input, weight}, backward);
+  std::vector<int64_t> signature =
+      parameters(stride, padding, dilation, transposed, outputPadding, groups);
+  signature.insert(signature.end(), outputMask.begin(), outputMask.end());
+  auto grads = launchFunctional(input.device().index(), {gradOutput, input, weight}, backward,
+                                {"convolution_backward", std::move(signature)});
   return {grads[0], grads[1], grads[2]};
 }
 

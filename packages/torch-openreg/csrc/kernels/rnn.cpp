@@ -89,7 +89,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCell(
     const std::optional<at::Tensor>& inputBias, const std::optional<at::Tensor>& hiddenBias) {
   Tensors out = launchFunctional(
       inputGates.device().index(),
-      {inputGates, hiddenGates, cx, orUndefined(inputBias), orUndefined(hiddenBias)}, lstmForward);
+      {inputGates, hiddenGates, cx, orUndefined(inputBias), orUndefined(hiddenBias)}, lstmForward,
+      {"lstm_cell", {}});
   return {out[0], out[1], out[2]};
 }
 
@@ -99,7 +100,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackward(
   if (!orUndefined(gradHy).defined() && !orUndefined(gradCy).defined()) return {};
   Tensors out = launchFunctional(
       workspace.device().index(), {orUndefined(gradHy), orUndefined(gradCy), cx, cy, workspace},
-      [hasBias](const Tensors& t) { return lstmBackward(t, hasBias); });
+      [hasBias](const Tensors& t) { return lstmBackward(t, hasBias); },
+      {"lstm_cell_backward", {hasBias}});
   return {out[0], out[1], out[2]};
 }
 
@@ -109,14 +111,16 @@ std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor& inputGates,
                                            const std::optional<at::Tensor>& hiddenBias) {
   Tensors out = launchFunctional(
       inputGates.device().index(),
-      {inputGates, hiddenGates, hx, orUndefined(inputBias), orUndefined(hiddenBias)}, gruForward);
+      {inputGates, hiddenGates, hx, orUndefined(inputBias), orUndefined(hiddenBias)}, gruForward,
+      {"gru_cell", {}});
   return {out[0], out[1]};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gruCellBackward(
     const at::Tensor& gradHy, const at::Tensor& workspace, bool hasBias) {
   Tensors out = launchFunctional(workspace.device().index(), {gradHy, workspace},
-                                 [hasBias](const Tensors& t) { return gruBackward(t, hasBias); });
+                                 [hasBias](const Tensors& t) { return gruBackward(t, hasBias); },
+                                 {"gru_cell_backward", {hasBias}});
   return {out[0], out[1], out[2], out[3], out[4]};
 }
 

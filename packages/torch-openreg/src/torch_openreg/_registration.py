@@ -35,6 +35,7 @@ def register() -> None:
         for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
     )
     atexit.register(_drain_devices)
+    _C._mark_initialized()
     _registered = True
 
 

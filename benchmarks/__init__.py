@@ -1,0 +1,1 @@
+"""The OpenReg benchmark suite (entry point: benchmarks/run.py)."""

@@ -1,0 +1,226 @@
+#!/usr/bin/env python
+"""Run the OpenReg benchmark suite: a table on stdout and the raw numbers as JSON.
+
+    python benchmarks/run.py [--output benchmarks/results.json] [--families ops,training]
+                             [--repeats 15] [--quick]
+
+(``uv run nox -s bench`` does this in an environment installed from the lock.)
+Families: ``ops`` (1), ``copy-ops`` (2: the same operators with OPENREG_FALLBACK=copy,
+measured by this script in a subprocess, ``--mode copy``), ``training`` (3),
+``allocation`` (4), ``copies`` (5), ``imports`` (6). See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # `python benchmarks/run.py` imports the benchmarks package
+
+from benchmarks.common import (  # noqa: E402
+    TIMES,
+    Figure,
+    Settings,
+    format_measured,
+    format_side,
+    format_target,
+    machine_info,
+)
+
+FAMILIES = ("ops", "copy-ops", "training", "allocation", "copies", "imports")
+DEFAULT_OUTPUT = ROOT / "benchmarks" / "results.json"
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON results file")
+    parser.add_argument(
+        "--families",
+        default=",".join(FAMILIES),
+        help=f"comma-separated subset of {', '.join(FAMILIES)} (default: all)",
+    )
+    parser.add_argument("--repeats", type=int, default=None, help="repeats per figure")
+    parser.add_argument("--quick", action="store_true", help="fewer, shorter repeats (smoke run)")
+    parser.add_argument(
+        "--mode",
+        choices=("inplace", "copy"),
+        default="inplace",
+        help=argparse.SUPPRESS,  # internal: the copy-fallback child measures family 2 only
+    )
+    args = parser.parse_args(argv)
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        parser.error(f"unknown families {unknown}; choose from {', '.join(FAMILIES)}")
+    args.families = families
+    return args
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    settings = Settings()
+    if args.quick:
+        settings = Settings(repeats=5, min_batch_seconds=0.02)
+    if args.repeats is not None:
+        settings.repeats = args.repeats
+    return settings
+
+
+def import_torch(expected_mode: str) -> None:
+    import torch
+
+    import torch_openreg
+
+    mode = torch_openreg._C._fallback_mode()
+    if mode != expected_mode:
+        raise SystemExit(f"expected OPENREG_FALLBACK mode {expected_mode!r}, got {mode!r}")
+    torch.openreg.init()
+
+
+def run_copy_child(args: argparse.Namespace, settings: Settings) -> list[Figure]:
+    """Family 2 in a subprocess: OPENREG_FALLBACK is read when torch_openreg is imported."""
+    with tempfile.TemporaryDirectory() as directory:
+        output = Path(directory) / "copy.json"
+        command = [
+            sys.executable, __file__, "--mode", "copy", "--output", str(output),
+            "--repeats", str(settings.repeats),
+        ]  # fmt: skip
+        if args.quick:
+            command.append("--quick")
+        env = {k: v for k, v in os.environ.items() if k != "OPENREG_FALLBACK"}
+        env["OPENREG_FALLBACK"] = "copy"
+        subprocess.run(command, env=env, check=True)
+        data = json.loads(output.read_text())
+    return [Figure(**{k: v for k, v in f.items() if k != "status"}) for f in data["figures"]]
+
+
+def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> list[Figure]:
+    from benchmarks import imports, memory, ops, training
+
+    runners: dict[str, Callable[[], list[Figure]]] = {
+        "ops": lambda: ops.run(settings, "1 ops (in-place fallback)", "inplace"),
+        "copy-ops": lambda: run_copy_child(args, settings),
+        "training": lambda: training.run(settings),
+        "allocation": lambda: memory.run_allocation(settings),
+        "copies": lambda: memory.run_copies(settings),
+        "imports": lambda: imports.run(settings),
+    }
+    return runners[name]()
+
+
+def medians_ratio(figure: Figure) -> str:
+    """openreg median over peer median (bandwidth: peer time over openreg time)."""
+    if not figure.openreg or not figure.peer:
+        return "-"
+    return f"{figure.openreg / figure.peer:.3f}{TIMES}"
+
+
+def table(figures: list[Figure]) -> str:
+    header = (
+        "family",
+        "figure",
+        "openreg",
+        "peer",
+        "medians ratio",
+        "measured",
+        "target",
+        "status",
+    )
+    rows = [
+        (
+            f.family,
+            f.name,
+            format_side(f, f.openreg),
+            format_side(f, f.peer),
+            medians_ratio(f),
+            format_measured(f),
+            format_target(f),
+            f.status + (f" ({f.note})" if f.note else ""),
+        )
+        for f in figures
+    ]
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    separator = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), separator, *(line(r) for r in rows)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings = settings_from(args)
+    started = now()
+    if args.mode == "copy":
+        import_torch("copy")
+        from benchmarks import ops
+
+        figures = ops.run(settings, "2 ops (copy fallback, peer)", "copy")
+        payload = {"started_at": started, "finished_at": now(), "figures": figures}
+        args.output.write_text(json.dumps(payload, default=lambda f: f.as_dict()))
+        return 0
+
+    os.environ.pop("OPENREG_FALLBACK", None)  # family 1 measures the default mode
+    import_torch("inplace")
+    machine = machine_info()
+    print(
+        f"OpenReg benchmarks: {machine['cpu_count']} cores "
+        f"({machine['usable_cores']} usable), load {machine['load_average']}, "
+        f"torch {machine['torch_version']} ({machine['torch_threads']} threads), "
+        f"{settings.repeats} repeats per figure",
+        flush=True,
+    )
+    figures: list[Figure] = []
+    timings: dict[str, dict[str, Any]] = {}
+    for name in args.families:
+        print(f"[{now()}] {name} ...", flush=True)
+        begin, clock = now(), time.perf_counter()
+        produced = family_runner(name, args, settings)
+        figures += produced
+        timings[name] = {
+            "started_at": begin,
+            "finished_at": now(),
+            "seconds": round(time.perf_counter() - clock, 2),
+            "figures": len(produced),
+        }
+    rendered = table(figures)
+    statuses = [f.status for f in figures]
+    summary = {s: statuses.count(s) for s in ("met", "MISSED", "n/a", "info")}
+    print()
+    print(rendered)
+    print(f"\n{summary['met']} met, {summary['MISSED']} missed, {summary['n/a']} not measured, "
+          f"{summary['info']} for information; {machine['cpu_count']} cores")  # fmt: skip
+    payload = {
+        "started_at": started,
+        "finished_at": now(),
+        "machine": machine | {"load_average_at_end": list(os.getloadavg())},
+        "settings": {"repeats": settings.repeats, "min_batch_seconds": settings.min_batch_seconds},
+        "environment": {k: v for k, v in os.environ.items() if k.startswith(("OPENREG_", "OMP_"))},
+        "families": timings,
+        "summary": summary,
+        "figures": [f.as_dict() for f in figures],
+        "table": rendered,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(payload, indent=1) + "\n")
+    print(f"results written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Family 3: one training step (forward, backward, optimizer step) on openreg over CPU.
+
+The same model (same initial weights, same data) trains on each device with that
+device's default optimizer implementation; every openreg step ends with
+``torch.openreg.synchronize()``, so a step's time includes all of its device work.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from benchmarks.common import MIN_BATCH_SECONDS, Figure, Settings, compare, ratio_figure
+
+TRAINING_RATIO_TARGET = 1.15
+BATCH_SECONDS = 0.25  # several steps per timed batch: steps vary a lot on a loaded machine
+
+# (model, optimizer factory, (inputs, targets), loss function)
+Workload = tuple[
+    nn.Module,
+    Callable[[nn.Module], torch.optim.Optimizer],
+    tuple[torch.Tensor, torch.Tensor],
+    Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+]
+
+
+def _mlp() -> Workload:
+    model = nn.Sequential(
+        nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
+    )
+    g = torch.Generator().manual_seed(1)
+    data = (torch.randn(64, 256, generator=g), torch.randint(0, 10, (64,), generator=g))
+
+    def optimizer(m: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+
+    return model, optimizer, data, nn.functional.cross_entropy
+
+
+def _transformer() -> tuple[
+    nn.Module, Callable[[nn.Module], torch.optim.Optimizer], tuple, Callable
+]:
+    layer = nn.TransformerEncoderLayer(
+        d_model=128, nhead=4, dim_feedforward=256, dropout=0.1, batch_first=True
+    )
+    model = nn.Sequential(nn.TransformerEncoder(layer, num_layers=2), nn.Linear(128, 16))
+    g = torch.Generator().manual_seed(2)
+    data = (torch.randn(16, 32, 128, generator=g), torch.randint(0, 16, (16, 32), generator=g))
+
+    def optimizer(m: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.Adam(m.parameters(), lr=1e-3)
+
+    def loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(output.reshape(-1, 16), target.reshape(-1))
+
+    return model, optimizer, data, loss
+
+
+MODELS = {
+    "MLP 256-512-512-10, batch 64, SGD": _mlp,
+    "Transformer encoder 2x(d128, 4 heads), batch 16x32, Adam": _transformer,
+}
+
+
+def _step_fn(
+    model: nn.Module,
+    make_optimizer: Callable[[nn.Module], torch.optim.Optimizer],
+    data: tuple[torch.Tensor, torch.Tensor],
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    device: str,
+) -> Callable[[], None]:
+    torch.manual_seed(3)
+    model = copy.deepcopy(model).to(device)
+    model.train()
+    optimizer = make_optimizer(model)
+    inputs, target = (t.to(device) for t in data)
+    synchronize = torch.openreg.synchronize if device.startswith("openreg") else None
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(inputs), target)
+        loss.backward()
+        optimizer.step()
+        if synchronize is not None:
+            synchronize()
+
+    return step
+
+
+def run(settings: Settings) -> list[Figure]:
+    figures: list[Figure] = []
+    for name, make in MODELS.items():
+        model, make_optimizer, data, loss_fn = make()
+        openreg_step = _step_fn(model, make_optimizer, data, loss_fn, "openreg")
+        cpu_step = _step_fn(model, make_optimizer, data, loss_fn, "cpu")
+        batch = BATCH_SECONDS * settings.min_batch_seconds / MIN_BATCH_SECONDS
+        pair = compare(
+            openreg_step, cpu_step, torch.openreg.synchronize, settings, warmup=3,
+            min_batch_seconds=batch,
+        )  # fmt: skip
+        figures.append(
+            ratio_figure("3 training step", name, pair, TRAINING_RATIO_TARGET, {"model": name})
+        )
+        print(f"  training: {name}: openreg {pair.openreg_median * 1e3:.2f} ms, "
+              f"cpu {pair.peer_median * 1e3:.2f} ms", flush=True)  # fmt: skip
+    return figures
