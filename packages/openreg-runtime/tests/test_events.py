@@ -206,3 +206,14 @@ def test_wait_uses_the_record_at_the_time_of_the_wait():
     consumer.synchronize()
     assert producer.query() is False
     producer.synchronize()
+
+
+def test_elapsed_time_across_devices_is_refused():
+    start = rt.Event(enable_timing=True, device=0)
+    end = rt.Event(enable_timing=True, device=1)
+    start.record(rt.Stream.default(0))
+    end.record(rt.Stream.default(1))
+    end.synchronize()
+    start.synchronize()
+    with pytest.raises(rt.DeviceMismatchError, match="devices 0 and 1 have no common clock"):
+        start.elapsed_time(end)

@@ -312,3 +312,19 @@ def test_generic_torch_event_wait_orders_streams():
     assert consumer.query() is False
     consumer.synchronize()
     assert producer.query() is True
+
+
+def test_interprocess_events_are_refused_clearly():
+    with pytest.raises(NotImplementedError, match="interprocess"):
+        torch.openreg.Event(interprocess=True)
+
+
+def test_elapsed_time_across_devices_is_refused():
+    start = torch.openreg.Event(enable_timing=True)
+    end = torch.openreg.Event(enable_timing=True)
+    start.record(torch.openreg.current_stream(0))
+    end.record(torch.openreg.current_stream(1))
+    end.synchronize()
+    start.synchronize()
+    with pytest.raises(RuntimeError, match="no common clock"):
+        start.elapsed_time(end)

@@ -57,6 +57,11 @@ class Event(torch.Event):
     def __new__(
         cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
     ) -> Event:
+        if interprocess:
+            raise NotImplementedError(
+                "openreg events cannot be shared between processes (interprocess=True); "
+                "synchronize in the process that records the event"
+            )
         return super().__new__(
             cls,
             device=torch.device("openreg"),
