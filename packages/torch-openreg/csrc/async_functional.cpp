@@ -4,11 +4,13 @@
 #include <c10/util/hash.h>
 
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "kernel_allocator.h"
 #include "kernel_context.h"
 #include "kernel_launch.h"
 #include "meta_shadow.h"
@@ -17,6 +19,13 @@ namespace torch_openreg {
 namespace {
 
 using Layouts = std::vector<at::Tensor>;  // meta tensors: layout without data
+
+// What a signature's calls share: the outputs' layouts, and where the CPU
+// kernel's results come from (learned on the worker).
+struct FunctionPlan {
+  Layouts layouts;
+  std::shared_ptr<PlacementHints> placement;
+};
 
 std::optional<Layouts> layoutsOnMeta(const std::vector<at::Tensor>& inputs,
                                      const TensorFunction& function) {
@@ -54,23 +63,27 @@ struct KeyHash {
   }
 };
 
-// Layouts by signature; std::nullopt records "no meta form" (run synchronously).
-std::optional<Layouts> cachedLayouts(const FunctionSignature& signature,
-                                     const std::vector<at::Tensor>& inputs,
-                                     const TensorFunction& function) {
+// Plans by signature; std::nullopt records "no meta form" (run synchronously).
+std::optional<FunctionPlan> cachedPlan(const FunctionSignature& signature,
+                                       const std::vector<at::Tensor>& inputs,
+                                       const TensorFunction& function) {
   static std::mutex mutex;
-  static auto* cache = new std::unordered_map<std::vector<int64_t>, std::optional<Layouts>, KeyHash>();
+  static auto* cache =
+      new std::unordered_map<std::vector<int64_t>, std::optional<FunctionPlan>, KeyHash>();
   std::vector<int64_t> key = cacheKey(signature, inputs);
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto found = cache->find(key);
     if (found != cache->end()) return found->second;
   }
-  std::optional<Layouts> layouts = layoutsOnMeta(inputs, function);
+  std::optional<FunctionPlan> plan;
+  if (std::optional<Layouts> layouts = layoutsOnMeta(inputs, function)) {
+    plan = FunctionPlan{*layouts, std::make_shared<PlacementHints>(layouts->size())};
+  }
   std::lock_guard<std::mutex> lock(mutex);
   if (cache->size() >= 4096) cache->clear();
-  cache->emplace(std::move(key), layouts);
-  return layouts;
+  cache->emplace(std::move(key), plan);
+  return plan;
 }
 
 std::vector<at::Tensor> runNow(c10::DeviceIndex device, const std::vector<at::Tensor>& inputs,
@@ -89,20 +102,20 @@ std::vector<at::Tensor> runNow(c10::DeviceIndex device, const std::vector<at::Te
 
 std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at::Tensor> inputs,
                                          TensorFunction function, const FunctionSignature& signature) {
-  std::optional<Layouts> layouts = cachedLayouts(signature, inputs, function);
-  if (!layouts) return runNow(device, inputs, function);
+  std::optional<FunctionPlan> plan = cachedPlan(signature, inputs, function);
+  if (!plan) return runNow(device, inputs, function);
   std::vector<at::Tensor> outputs, inputAliases, outputAliases;
   KernelContext context(device);
   for (const at::Tensor& input : inputs) inputAliases.push_back(context.alias(input));
-  for (const at::Tensor& layout : *layouts) {
+  for (const at::Tensor& layout : plan->layouts) {
     outputs.push_back(layout.defined() ? allocateLike(layout, device) : at::Tensor());
     outputAliases.push_back(context.alias(outputs.back()));
   }
-  launchOnDevice(device, [inputAliases, outputAliases, function = std::move(function)] {
+  launchOnDevice(device, [inputAliases, outputAliases, function = std::move(function),
+                          placement = plan->placement] {
+    const OutputReservations reserved(outputAliases, placement.get());
     const std::vector<at::Tensor> results = function(inputAliases);
-    for (size_t i = 0; i < outputAliases.size(); ++i) {
-      if (outputAliases[i].defined()) outputAliases[i].copy_(results[i]);
-    }
+    for (size_t i = 0; i < outputAliases.size(); ++i) reserved.place(i, results[i]);
   });
   return outputs;
 }

@@ -12,26 +12,26 @@
 #include "meta_shadow.h"
 
 namespace torch_openreg {
-namespace {
 
-// ---- Planning ----------------------------------------------------------------
-
-TensorLayout layoutOf(const at::Tensor& tensor) {
+TensorLayout TensorLayout::of(const at::Tensor& tensor) {
   TensorLayout layout;
   if (!tensor.defined()) return layout;
-  layout.sizes = tensor.sizes().vec();
-  layout.strides = tensor.strides().vec();
+  layout.sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
+  layout.strides.assign(tensor.strides().begin(), tensor.strides().end());
   layout.storageOffset = tensor.storage_offset();
   layout.dtype = tensor.scalar_type();
   layout.defined = true;
   return layout;
 }
 
-bool sameLayout(const at::Tensor& tensor, const TensorLayout& layout) {
-  return tensor.sizes() == c10::IntArrayRef(layout.sizes) &&
-         tensor.strides() == c10::IntArrayRef(layout.strides) &&
-         tensor.storage_offset() == layout.storageOffset;
+bool TensorLayout::matches(const at::Tensor& tensor) const {
+  return tensor.sizes() == c10::IntArrayRef(sizes) && tensor.strides() == c10::IntArrayRef(strides) &&
+         tensor.storage_offset() == storageOffset;
 }
+
+namespace {
+
+// ---- Planning ----------------------------------------------------------------
 
 c10::IValue shadowArgument(const c10::IValue& value, const c10::Argument& argument,
                            MetaShadows& shadows) {
@@ -92,7 +92,7 @@ AsyncPlan planOnMeta(const c10::OperatorHandle& op, const std::vector<c10::IValu
         if (shadows.aliasesShadow(output) || shared) return synchronousPlan();  // a view
         outputStorages.push_back(storage);
       }
-      result.layout = layoutOf(output);
+      result.layout = TensorLayout::of(output);
     }
     plan.results.push_back(std::move(result));
   }
@@ -100,10 +100,11 @@ AsyncPlan planOnMeta(const c10::OperatorHandle& op, const std::vector<c10::IValu
     if (!isMutable(schema.arguments()[i]) || !arguments[i].isTensor()) continue;
     const at::Tensor& original = arguments[i].toTensor();
     const at::Tensor& meta = shadowed[i].toTensor();
-    if (original.defined() && !sameLayout(original, layoutOf(meta))) {
-      plan.argumentLayouts.emplace_back(i, layoutOf(meta));
+    if (original.defined() && !TensorLayout::of(meta).matches(original)) {
+      plan.argumentLayouts.emplace_back(i, TensorLayout::of(meta));
     }
   }
+  plan.placement = std::make_shared<PlacementHints>(plan.results.size());
   return plan;
 }
 
@@ -252,14 +253,14 @@ void confirmPlan(const PlanTicket& ticket, const std::vector<c10::IValue>& resul
     faithful = actual.defined() == expected.layout.defined &&
                (!actual.defined() || (actual.sizes() == c10::IntArrayRef(expected.layout.sizes) &&
                                       actual.scalar_type() == expected.layout.dtype));
-    if (faithful && actual.defined()) expected.layout = layoutOf(actual);  // the CPU's strides
+    if (faithful && actual.defined()) expected.layout = TensorLayout::of(actual);  // the CPU's strides
   }
   // What the CPU kernel did to its mutable arguments is what later calls do.
   plan.argumentLayouts.clear();
   for (size_t i = 0; i < arguments.size() && i < before.size(); ++i) {
     if (!before[i].defined || !arguments[i].isTensor()) continue;
     const at::Tensor& tensor = arguments[i].toTensor();
-    if (!sameLayout(tensor, before[i])) plan.argumentLayouts.emplace_back(i, layoutOf(tensor));
+    if (!before[i].matches(tensor)) plan.argumentLayouts.emplace_back(i, TensorLayout::of(tensor));
   }
   if (!faithful) {
     plan = synchronousPlan();

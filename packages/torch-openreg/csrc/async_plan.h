@@ -21,18 +21,30 @@
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/SmallVector.h>
 
 #include <memory>
 #include <vector>
 
+#include "kernel_allocator.h"
+
 namespace torch_openreg {
 
+// Sizes and strides of at most 6 dimensions live inline: layouts are built
+// for every operator call, and heap allocations there cost measurable time.
+using Dimensions = c10::SmallVector<int64_t, 6>;
+
 struct TensorLayout {
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
+  Dimensions sizes;
+  Dimensions strides;
   int64_t storageOffset = 0;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
   bool defined = false;
+
+  // The layout `tensor` has now (undefined for an undefined tensor).
+  static TensorLayout of(const at::Tensor& tensor);
+  // Same sizes, strides and storage offset.
+  bool matches(const at::Tensor& tensor) const;
 };
 
 struct AsyncPlan {
@@ -44,6 +56,9 @@ struct AsyncPlan {
   std::vector<Result> results;
   // Arguments whose layout the operator changes (out= resizing).
   std::vector<std::pair<size_t, TensorLayout>> argumentLayouts;
+  // Where the CPU kernel's results come from, learned by running it (see
+  // OutputReservations in kernel_allocator.h); one per new output.
+  std::shared_ptr<PlacementHints> placement;
 };
 
 struct PlanTicket {

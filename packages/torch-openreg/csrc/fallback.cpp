@@ -30,6 +30,7 @@
 #include "device.h"
 #include "device_allocator.h"
 #include "fallback_arguments.h"
+#include "kernel_allocator.h"
 #include "kernel_context.h"
 #include "kernel_launch.h"
 #include "out_variant.h"
@@ -90,21 +91,18 @@ void applyArgumentLayouts(const AsyncPlan& plan, const Arguments& arguments) {
 // device memory keeps the caller's lifetime and is reused in stream order,
 // as with CUDA's caching allocator, and the arguments' layouts are those of
 // the moment of the call.
-TensorLayout layoutNow(const at::Tensor& tensor) {
-  if (!tensor.defined()) return TensorLayout{};
-  return TensorLayout{tensor.sizes().vec(), tensor.strides().vec(), tensor.storage_offset(),
-                      tensor.scalar_type(), true};
-}
-
 struct PreparedKernel {
   c10::OperatorHandle op;
   std::optional<c10::OperatorHandle> outOp;
   c10::DispatchKeySet keys;
   std::vector<c10::IValue> cpuArguments;
-  std::vector<at::Tensor> outputs;  // aliases of the preallocated outputs
-  std::vector<std::pair<at::Tensor, TensorLayout>> mutated;  // aliases and their layouts
-  std::vector<TensorLayout> outputLayouts;  // as allocated
-  std::vector<std::pair<void*, size_t>> outputMemory;  // kernel-view address and bytes
+  // Operators have one or two outputs: inline storage saves heap allocations
+  // on every call.
+  c10::SmallVector<at::Tensor, 2> outputs;  // aliases of the preallocated outputs
+  c10::SmallVector<std::pair<at::Tensor, TensorLayout>, 2> mutated;  // aliases and their layouts
+  c10::SmallVector<TensorLayout, 2> outputLayouts;  // as allocated
+  c10::SmallVector<std::pair<void*, size_t>, 2> outputMemory;  // kernel-view address and bytes
+  std::shared_ptr<PlacementHints> placement;  // the plan's
 
   void run() {
     if (!outOp || !runOutVariant()) runFunctional();
@@ -127,7 +125,7 @@ struct PreparedKernel {
       return false;
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
-      if (!sameLayout(outputs[i], outputLayouts[i]) ||
+      if (!outputLayouts[i].matches(outputs[i]) ||
           outputs[i].storage().data() != outputMemory[i].first) {
         rememberMismatch(*outOp);
         return false;
@@ -137,13 +135,18 @@ struct PreparedKernel {
   }
 
   void runFunctional() {
+    c10::SmallVector<at::Tensor, 2> targets;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      targets.push_back(outputs[i].defined() ? pristineOutput(i) : at::Tensor());
+    }
+    const OutputReservations reserved(targets, placement.get());
     torch::jit::Stack results(cpuArguments.begin(), cpuArguments.end());
     op.redispatchBoxed(keys, &results);
     size_t next = 0;
     for (size_t i = 0; i < results.size(); ++i) {
       if (mutatedArgumentOf(op.schema(), i)) continue;
       const size_t index = next++;
-      if (outputs[index].defined()) pristineOutput(index).copy_(results[i].toTensor());
+      if (targets[index].defined()) reserved.place(index, results[i].toTensor());
     }
   }
 
@@ -152,7 +155,7 @@ struct PreparedKernel {
   at::Tensor pristineOutput(size_t index) const {
     const TensorLayout& layout = outputLayouts[index];
     const auto& [data, bytes] = outputMemory[index];
-    if (outputs[index].storage().data() == data && sameLayout(outputs[index], layout)) {
+    if (outputs[index].storage().data() == data && layout.matches(outputs[index])) {
       return outputs[index];
     }
     c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
@@ -166,15 +169,9 @@ struct PreparedKernel {
 
   void checkMutatedLayouts() const {
     for (const auto& [alias, layout] : mutated) {
-      TORCH_CHECK(sameLayout(alias, layout), "openreg: the CPU kernel of ", op.schema().name(),
+      TORCH_CHECK(layout.matches(alias), "openreg: the CPU kernel of ", op.schema().name(),
                   " changed the layout of an argument it mutates, unlike its meta kernel");
     }
-  }
-
-  static bool sameLayout(const at::Tensor& tensor, const TensorLayout& layout) {
-    return tensor.sizes() == c10::IntArrayRef(layout.sizes) &&
-           tensor.strides() == c10::IntArrayRef(layout.strides) &&
-           tensor.storage_offset() == layout.storageOffset;
   }
 
   static std::mutex& mismatchMutex() {
@@ -217,8 +214,9 @@ bool hasHostTensors(const Arguments& arguments) {
   return found;
 }
 
-Arguments snapshotHostTensors(const Arguments& arguments) {
-  if (!hasHostTensors(arguments)) return arguments;
+// The arguments with host tensors cloned; nothing when there are none.
+std::optional<Arguments> snapshotHostTensors(const Arguments& arguments) {
+  if (!hasHostTensors(arguments)) return std::nullopt;
   Arguments snapshot;
   snapshot.reserve(arguments.size());
   for (const c10::IValue& value : arguments) {
@@ -230,8 +228,7 @@ Arguments snapshotHostTensors(const Arguments& arguments) {
 }
 
 std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arguments& arguments,
-                                        const std::vector<at::Tensor>& outputs,
-                                        c10::DeviceIndex device) {
+                                        c10::ArrayRef<at::Tensor> outputs, c10::DeviceIndex device) {
   const c10::FunctionSchema& schema = op.schema();
   auto kernel = std::make_shared<PreparedKernel>(PreparedKernel{op, std::nullopt, cpuKeysFor(arguments)});
   kernel->cpuArguments.reserve(arguments.size());
@@ -240,7 +237,7 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
     kernel->cpuArguments.push_back(toCpuArgument(arguments[i], schema.arguments()[i], context));
     if (isMutable(schema.arguments()[i]) && arguments[i].isTensor() && arguments[i].toTensor().defined()) {
       const at::Tensor alias = kernel->cpuArguments.back().toTensor();
-      kernel->mutated.emplace_back(alias, layoutNow(alias));
+      kernel->mutated.emplace_back(alias, TensorLayout::of(alias));
     }
   }
   // out= kernels only for purely functional operators: retrying one that
@@ -251,7 +248,7 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
   for (const at::Tensor& output : outputs) {
     const at::Tensor alias = context.alias(output);
     kernel->outputs.push_back(alias);
-    kernel->outputLayouts.push_back(layoutNow(alias));
+    kernel->outputLayouts.push_back(TensorLayout::of(alias));
     kernel->outputMemory.emplace_back(alias.defined() ? alias.storage().mutable_data() : nullptr,
                                       alias.defined() ? alias.storage().nbytes() : 0);
   }
@@ -263,7 +260,7 @@ std::vector<TensorLayout> mutableLayouts(const c10::OperatorHandle& op, const Ar
   std::vector<TensorLayout> layouts(arguments.size());
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (isMutable(op.schema().arguments()[i]) && arguments[i].isTensor()) {
-      layouts[i] = layoutNow(arguments[i].toTensor());
+      layouts[i] = TensorLayout::of(arguments[i].toTensor());
     }
   }
   return layouts;
@@ -285,7 +282,7 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (plan == nullptr) confirmPlan(ticket, results, arguments, before);
   } else {
     applyArgumentLayouts(*plan, arguments);
-    std::vector<at::Tensor> outputs;
+    c10::SmallVector<at::Tensor, 2> outputs;
     for (const AsyncPlan::Result& result : plan->results) {
       if (result.mutatedArgument >= 0) {
         results.push_back(arguments[result.mutatedArgument]);
@@ -294,7 +291,9 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         results.emplace_back(outputs.back());
       }
     }
-    auto kernel = prepare(op, snapshotHostTensors(arguments), outputs, device);
+    const std::optional<Arguments> snapshot = snapshotHostTensors(arguments);
+    auto kernel = prepare(op, snapshot ? *snapshot : arguments, outputs, device);
+    kernel->placement = plan->placement;
     launchOnDevice(device, [kernel] { kernel->run(); });
   }
   torch::jit::drop(*stack, argumentCount);

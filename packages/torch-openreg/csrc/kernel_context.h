@@ -14,6 +14,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include <utility>
 #include <vector>
@@ -45,10 +46,11 @@ class KernelContext {
   c10::Storage adoptStorage(const c10::Storage& cpuStorage);
 
   // An operator has a handful of tensors: linear search in a vector beats a
-  // hash map, and a context is built for every operator call.
+  // hash map, and a context is built for every operator call (inline storage
+  // for four entries: no heap allocation in the common case).
   template <typename Key, typename Value>
   struct SmallMap {
-    std::vector<std::pair<Key, Value>> entries;
+    c10::SmallVector<std::pair<Key, Value>, 4> entries;
     Value* find(Key key) {
       for (auto& entry : entries) {
         if (entry.first == key) return &entry.second;
