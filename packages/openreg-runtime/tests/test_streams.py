@@ -285,3 +285,73 @@ def test_streams_can_be_used_from_several_threads():
     for index in range(4):
         steps = [step for owner, step in results if owner == index]
         assert steps == list(range(20)), "work of one thread ran out of order"
+
+
+def test_more_python_callbacks_than_the_queue_holds(run_python):
+    # The queue holds 1024 pieces of work; the 1025th launch waits for the worker,
+    # whose Python callbacks need the GIL, so launch must not hold it while waiting.
+    result = run_python(
+        """
+        import json
+        import openreg_runtime as rt
+        stream = rt.Stream()
+        ran = []
+        stream.sleep(0.05)
+        for index in range(3000):
+            stream.launch(lambda index=index: ran.append(index))
+        stream.synchronize()
+        print(json.dumps({"in_order": ran == list(range(3000))}))
+        """,
+        timeout=60,
+    )
+    assert result.json() == {"in_order": True}
+
+
+def test_host_held_back_by_a_full_queue_resumes_when_half_has_drained():
+    stream = rt.Stream()
+    release = threading.Event()
+    completed = []
+    stream.launch(lambda: release.wait(30))  # holds the worker while the queue fills
+    for index in range(1024):
+        stream.launch(lambda index=index: completed.append(index))
+    done_when_resumed = []
+
+    def enqueue_one_more():
+        stream.launch(lambda: None)  # the queue is full: waits
+        done_when_resumed.append(len(completed))
+
+    extra = threading.Thread(target=enqueue_one_more)
+    extra.start()
+    time.sleep(0.2)
+    assert done_when_resumed == [], "a launch onto a full queue returned without waiting"
+    release.set()
+    extra.join(timeout=30)
+    stream.synchronize()
+    assert len(completed) == 1024
+    assert done_when_resumed and done_when_resumed[0] >= 1024 - 512, (
+        f"resumed after only {done_when_resumed} of the queued callbacks ran"
+    )
+
+
+def test_waiters_on_different_points_of_one_stream_each_return_after_their_work():
+    stream = rt.Stream()
+    events = []
+    for _ in range(3):
+        stream.sleep(0.1)
+        events.append(stream.record_event())
+    returned = {}
+
+    def wait_for(index):
+        events[index].synchronize()
+        returned[index] = [event.query() for event in events]
+
+    threads = [threading.Thread(target=wait_for, args=(i,)) for i in (2, 0, 1)]
+    for thread in threads:
+        thread.start()
+    stream.synchronize()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(returned) == [0, 1, 2], "a waiter never returned"
+    for index, seen in returned.items():
+        assert seen[index] is True, f"waiter {index} returned before its work completed"
+    assert returned[0][2] is False, "the earliest waiter was only woken at the end"

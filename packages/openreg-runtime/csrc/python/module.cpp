@@ -92,6 +92,15 @@ void* pointerFrom(uintptr_t value) { return reinterpret_cast<void*>(value); }
 // Buffers hold their memory through shared_ptr; asynchronous copies enqueue a
 // no-op that owns another reference, so memory outlives the work using it
 // even if the Python object is dropped first.
+// Runs a call that enqueues work with the GIL released: when the stream's
+// queue is full, enqueueing waits for the worker, and queued Python callbacks
+// (Stream.launch) need the GIL to drain it.
+template <typename Enqueue>
+orError_t enqueueWithoutGil(Enqueue&& enqueue) {
+  py::gil_scoped_release release;
+  return enqueue();
+}
+
 using SharedMemory = std::shared_ptr<void>;
 
 SharedMemory allocateDevice(size_t bytes, std::optional<int> device) {
@@ -154,7 +163,9 @@ class Stream {
   void sleep(double seconds) const {
     if (!(seconds >= 0)) throw py::value_error("sleep duration must be a non-negative number");
     auto duration = std::chrono::duration<double>(seconds);
-    checkStatus(openreg::launchHostFunc(handle_, [duration] { std::this_thread::sleep_for(duration); }));
+    checkStatus(enqueueWithoutGil([&] {
+      return openreg::launchHostFunc(handle_, [duration] { std::this_thread::sleep_for(duration); });
+    }));
   }
   void launch(py::function function) const;
 
@@ -180,7 +191,7 @@ void Stream::launch(py::function function) const {
   // The callable is owned through a raw pointer so that it is only ever
   // touched (called, destroyed) with the GIL held.
   auto* callable = new py::function(std::move(function));
-  orError_t status = openreg::launchHostFunc(handle_, [callable] {
+  auto work = [callable] {
     if (!interpreterUsable()) throw std::runtime_error("the Python interpreter is shutting down");
     py::gil_scoped_acquire gil;
     std::unique_ptr<py::function> owned(callable);
@@ -190,7 +201,8 @@ void Stream::launch(py::function function) const {
       std::string message = error.what();
       throw std::runtime_error(message);
     }
-  });
+  };
+  orError_t status = enqueueWithoutGil([&] { return openreg::launchHostFunc(handle_, work); });
   if (status != orSuccess) delete callable;
   checkStatus(status);
 }
@@ -210,7 +222,8 @@ class Event {
   orEvent_t handle() const { return handle_; }
   bool timing() const { return timing_; }
   void record(const std::optional<std::shared_ptr<Stream>>& stream) const {
-    checkStatus(orEventRecord(handle_, handleOf(stream)));
+    orStream_t on = handleOf(stream);
+    checkStatus(enqueueWithoutGil([&] { return orEventRecord(handle_, on); }));
   }
   bool query() const { return readiness(orEventQuery(handle_)); }
   void synchronize() const { checkStatus(orEventSynchronize(handle_)); }
@@ -226,12 +239,12 @@ class Event {
 };
 
 void Stream::waitEvent(const Event& event) const {
-  checkStatus(orStreamWaitEvent(handle_, event.handle(), 0));
+  checkStatus(enqueueWithoutGil([&] { return orStreamWaitEvent(handle_, event.handle(), 0); }));
 }
 
 std::shared_ptr<Event> Stream::recordEvent(std::shared_ptr<Event> event) const {
   if (!event) event = std::make_shared<Event>(false, device());
-  checkStatus(orEventRecord(event->handle(), handle_));
+  checkStatus(enqueueWithoutGil([&] { return orEventRecord(event->handle(), handle_); }));
   return event;
 }
 

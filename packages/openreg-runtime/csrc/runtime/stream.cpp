@@ -1,6 +1,7 @@
 // stream.cpp — worker thread, FIFO execution and completion tracking.
 #include "stream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 
@@ -56,16 +57,21 @@ uint64_t Stream::enqueue(Work work) {
   std::unique_lock<std::mutex> lock(mutex_);
   check(!closing_, orErrorInvalidResourceHandle, "the stream was destroyed");
   if (!workerStarted_) startWorkerLocked();
-  if (queue_.size() >= kMaxQueued && workerOf != this) {
-    ++sleepingWaiters_;
-    workDone_.wait(lock, [&] { return queue_.size() < kMaxQueued || closing_; });
-    --sleepingWaiters_;
-  }
+  if (queue_.size() >= kMaxQueued && workerOf != this) waitForQueueSpaceLocked(lock);
+  check(!closing_, orErrorInvalidResourceHandle, "the stream was destroyed");
   queue_.push_back(std::move(work));
   const uint64_t sequence = enqueued_.load(std::memory_order_relaxed) + 1;
   enqueued_.store(sequence, std::memory_order_release);
   if (workerSleeping_) workAvailable_.notify_one();
   return sequence;
+}
+
+void Stream::waitForQueueSpaceLocked(std::unique_lock<std::mutex>& lock) {
+  // Hysteresis: resuming at the first free slot would cost a wake-up per
+  // completed piece of work while the host stays a full queue ahead.
+  ++queueSpaceWaiters_;
+  queueSpace_.wait(lock, [&] { return queue_.size() <= kResumeEnqueueAt || closing_; });
+  --queueSpaceWaiters_;
 }
 
 void Stream::startWorkerLocked() {
@@ -94,6 +100,7 @@ bool Stream::takeNext(Work& work) {
   if (queue_.empty()) return false;  // closing and drained
   work = std::move(queue_.front());
   queue_.pop_front();
+  if (queueSpaceWaiters_ > 0 && queue_.size() == kResumeEnqueueAt) queueSpace_.notify_all();
   return true;
 }
 
@@ -112,7 +119,13 @@ void Stream::runOne(Work& work) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (failure && !failure_) failure_ = std::move(failure);
   completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  if (sleepingWaiters_ > 0) workDone_.notify_all();
+  wakeCompletionWaitersLocked();
+}
+
+void Stream::wakeCompletionWaitersLocked() {
+  if (sleepingWaiters_ == 0 || completed_.load(std::memory_order_relaxed) < wakeAtSequence_) return;
+  wakeAtSequence_ = UINT64_MAX;  // waiters still short of their sequence register it again
+  workDone_.notify_all();
 }
 
 bool Stream::isComplete(uint64_t sequence) {
@@ -123,7 +136,10 @@ void Stream::waitFor(uint64_t sequence) {
   if (spinUntil([&] { return isComplete(sequence); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   ++sleepingWaiters_;
-  workDone_.wait(lock, [&] { return isComplete(sequence); });
+  while (!isComplete(sequence)) {
+    wakeAtSequence_ = std::min(wakeAtSequence_, sequence);
+    workDone_.wait(lock);
+  }
   --sleepingWaiters_;
 }
 
@@ -156,6 +172,7 @@ void Stream::close() {
   std::lock_guard<std::mutex> lock(mutex_);
   closing_ = true;
   workAvailable_.notify_all();
+  queueSpace_.notify_all();
 }
 
 }  // namespace openreg::runtime

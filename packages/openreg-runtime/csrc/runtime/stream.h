@@ -8,6 +8,10 @@
 // Hand-offs spin briefly before sleeping (worker waiting for work, caller
 // waiting for completion): a condition-variable wake-up costs ~60 µs on a
 // small VM, far more than most kernels, so short waits never reach the kernel.
+// For the same reason a sleeping thread is woken once, when what it waits for
+// has happened, not at every completion: the worker knows the earliest
+// sequence a caller sleeps on, and a host thread held back by a full queue
+// sleeps until the queue has drained to half.
 #pragma once
 
 #include <atomic>
@@ -36,6 +40,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // kMaxQueued pieces of work waits for the worker to catch up.
   uint64_t enqueue(Work work);
   static constexpr size_t kMaxQueued = 1024;
+  // A host thread that found the queue full resumes when it is this short.
+  static constexpr size_t kResumeEnqueueAt = kMaxQueued / 2;
   bool isComplete(uint64_t sequence);
   void waitFor(uint64_t sequence);
   // Waits for everything enqueued so far.
@@ -56,6 +62,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void workerLoop();
   bool takeNext(Work& work);
   void runOne(Work& work);
+  void waitForQueueSpaceLocked(std::unique_lock<std::mutex>& lock);
+  void wakeCompletionWaitersLocked();
 
   const int device_;
   const int priority_;
@@ -64,7 +72,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   std::mutex mutex_;
   std::condition_variable workAvailable_;
-  std::condition_variable workDone_;
+  std::condition_variable workDone_;   // completion waiters (waitFor)
+  std::condition_variable queueSpace_;  // host threads held back by a full queue
   std::deque<Work> queue_;
   // Written under mutex_, read without it by spinning waiters.
   std::atomic<uint64_t> enqueued_{0};
@@ -72,7 +81,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::optional<std::string> failure_;
   bool workerStarted_ = false;
   bool workerSleeping_ = false;
+  // Completion waiters asleep, and the smallest sequence one of them needs:
+  // the worker wakes them when completed_ reaches it (each re-registers if
+  // its own sequence is later).
   int sleepingWaiters_ = 0;
+  uint64_t wakeAtSequence_ = UINT64_MAX;
+  int queueSpaceWaiters_ = 0;
   bool closing_ = false;
 };
 
