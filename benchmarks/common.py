@@ -232,6 +232,49 @@ def compare(
     return Pair(openreg_times, peer_times, calls)
 
 
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_jiffies() -> dict[str, int] | None:
+    """Jiffies of all CPUs since boot by kind, from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            values = [int(value) for value in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return dict(zip(CPU_FIELDS, values, strict=False))
+
+
+def _busy_and_total(jiffies: dict[str, int]) -> tuple[int, int]:
+    total = sum(jiffies.values())
+    return total - jiffies["idle"] - jiffies.get("iowait", 0), total
+
+
+def steal_share(before: dict[str, int] | None, after: dict[str, int] | None) -> float | None:
+    """Share of the CPU time between two snapshots that the hypervisor gave to other guests."""
+    if before is None or after is None or "steal" not in after:
+        return None
+    total = sum(after.values()) - sum(before.values())
+    return round((after["steal"] - before["steal"]) / total, 4) if total > 0 else None
+
+
+def busy_cores_now(window_seconds: float = 1.0) -> float | None:
+    """Cores kept busy by other processes right now (this one sleeps while measuring).
+
+    Unlike the load average, which still remembers the wheel build that precedes a
+    ``nox -s bench`` run for minutes, this sees only what competes with the run."""
+    before = cpu_jiffies()
+    time.sleep(window_seconds)
+    after = cpu_jiffies()
+    if before is None or after is None:
+        return None
+    (busy_before, total_before), (busy_after, total_after) = map(_busy_and_total, (before, after))
+    if total_after == total_before:
+        return None
+    share = (busy_after - busy_before) / (total_after - total_before)
+    return round(share * (os.cpu_count() or 1), 2)
+
+
 def machine_info() -> dict[str, Any]:
     """What the numbers depend on: cores, load, versions."""
     import platform
@@ -242,6 +285,7 @@ def machine_info() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "usable_cores": len(os.sched_getaffinity(0)),
         "load_average": list(os.getloadavg()),
+        "busy_cores_before_run": busy_cores_now(),
         "torch_version": torch.__version__,
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from benchmarks.common import TIMES, Figure, Settings, compare
+from benchmarks.common import TIMES, Figure, Pair, Settings, compare
 
 SIZES = (100, 10_000, 1_000_000)
 LARGE_RATIO_TARGET = 1.10  # ops of >= 1e6 elements (and the compute-bound matmul/conv2d)
@@ -124,6 +124,33 @@ def _check_same_result(
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 
+def _figure(op: str, n: int, pair: Pair, family: str, mode: str, processes: int = 1) -> Figure:
+    """The row of one case: its target depends on the size and on the fallback mode."""
+    raw = {"op": op, "elements": n, "fallback_mode": mode, "processes": processes, **pair.raw()}
+    fixed_size = op.startswith(("matmul", "conv2d"))
+    label = op if fixed_size else f"{op} n=1e{len(str(n)) - 1}"
+    if mode != "inplace":
+        kind, target, value = "info", None, pair.paired_ratio
+    elif n >= 1_000_000 or fixed_size:
+        kind, target, value = "ratio_max", LARGE_RATIO_TARGET, pair.paired_ratio
+    elif n <= 100:
+        kind, target = "abs_us_max", SMALL_OVERHEAD_TARGET_US
+        value = pair.paired_difference * 1e6
+    else:
+        kind, target, value = "info", None, pair.paired_ratio
+    return Figure(
+        family=family,
+        name=label,
+        kind=kind,
+        value=value,
+        target=target,
+        openreg=pair.openreg_median,
+        peer=pair.peer_median,
+        note=f"ratio {pair.paired_ratio:.2f}{TIMES}" if kind == "abs_us_max" else "",
+        raw=raw,
+    )
+
+
 def run(settings: Settings, family: str, mode: str) -> list[Figure]:
     """Time every case; ``family`` labels the figures, ``mode`` is the fallback mode."""
     figures: list[Figure] = []
@@ -132,31 +159,28 @@ def run(settings: Settings, family: str, mode: str) -> list[Figure]:
         cpu_fn, device_fn = build("cpu"), build("openreg")
         _check_same_result(device_fn, cpu_fn)  # we time real work, and the right one
         pair = compare(device_fn, cpu_fn, sync, settings)
-        raw = {"op": op, "elements": n, "fallback_mode": mode, **pair.raw()}
-        fixed_size = op.startswith(("matmul", "conv2d"))
-        label = op if fixed_size else f"{op} n=1e{len(str(n)) - 1}"
-        if mode != "inplace":
-            kind, target, value = "info", None, pair.paired_ratio
-        elif n >= 1_000_000 or fixed_size:
-            kind, target, value = "ratio_max", LARGE_RATIO_TARGET, pair.paired_ratio
-        elif n <= 100:
-            kind, target = "abs_us_max", SMALL_OVERHEAD_TARGET_US
-            value = pair.paired_difference * 1e6
-        else:
-            kind, target, value = "info", None, pair.paired_ratio
-        figures.append(
-            Figure(
-                family=family,
-                name=label,
-                kind=kind,
-                value=value,
-                target=target,
-                openreg=pair.openreg_median,
-                peer=pair.peer_median,
-                note=f"ratio {pair.paired_ratio:.2f}{TIMES}" if kind == "abs_us_max" else "",
-                raw=raw,
-            )
-        )
-        print(f"  {family}: {label}: openreg {pair.openreg_median * 1e6:.2f} µs, "
+        figure = _figure(op, n, pair, family, mode)
+        figures.append(figure)
+        print(f"  {family}: {figure.name}: openreg {pair.openreg_median * 1e6:.2f} µs, "
               f"cpu {pair.peer_median * 1e6:.2f} µs", flush=True)  # fmt: skip
     return figures
+
+
+def pool(runs: list[list[Figure]]) -> list[Figure]:
+    """One figure per case from the repeats of several processes, as if one had made them all.
+
+    Each process pairs its own openreg and CPU batches; what varies between processes
+    (where memory landed, the state of the OpenMP teams) moves both sides of one process
+    together but differs from process to process, so pooling keeps one unlucky process
+    from deciding a figure."""
+    pooled: list[Figure] = []
+    for same_case in zip(*runs, strict=True):
+        first = same_case[0].raw
+        pair = Pair(
+            openreg=[t for f in same_case for t in f.raw["openreg_seconds"]],
+            peer=[t for f in same_case for t in f.raw["peer_seconds"]],
+            calls=first["calls_per_batch"],
+        )
+        family, mode = same_case[0].family, first["fallback_mode"]
+        pooled.append(_figure(first["op"], first["elements"], pair, family, mode, len(runs)))
+    return pooled

@@ -2,11 +2,12 @@
 """Run the OpenReg benchmark suite: a table on stdout and the raw numbers as JSON.
 
     python benchmarks/run.py [--output benchmarks/results.json] [--families ops,training]
-                             [--repeats 15] [--quick]
+                             [--repeats 15] [--processes 3] [--quick]
 
 (``uv run nox -s bench`` does this in an environment installed from the lock.)
-Families: ``ops`` (1), ``copy-ops`` (2: the same operators with OPENREG_FALLBACK=copy,
-measured by this script in a subprocess, ``--mode copy``), ``training`` (3),
+Families: ``ops`` (1: measured by this script in ``--processes`` fresh subprocesses,
+``--mode inplace``, whose repeats are pooled), ``copy-ops`` (2: the same operators with
+OPENREG_FALLBACK=copy, one subprocess, ``--mode copy``), ``training`` (3),
 ``allocation`` (4), ``copies`` (5), ``imports`` (6). See benchmarks/README.md.
 """
 
@@ -32,14 +33,18 @@ from benchmarks.common import (  # noqa: E402
     TIMES,
     Figure,
     Settings,
+    cpu_jiffies,
     format_measured,
     format_side,
     format_target,
     machine_info,
+    steal_share,
 )
 
 FAMILIES = ("ops", "copy-ops", "training", "allocation", "copies", "imports")
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results.json"
+OPS_PROCESSES = 3  # family 1 is pooled over this many fresh processes
+OPS_FAMILY = {"inplace": "1 ops (in-place fallback)", "copy": "2 ops (copy fallback, peer)"}
 
 
 def now() -> str:
@@ -57,10 +62,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=None, help="repeats per figure")
     parser.add_argument("--quick", action="store_true", help="fewer, shorter repeats (smoke run)")
     parser.add_argument(
+        "--processes",
+        type=int,
+        default=OPS_PROCESSES,
+        help=f"fresh processes whose repeats family 1 pools (default {OPS_PROCESSES})",
+    )
+    parser.add_argument(
         "--mode",
-        choices=("inplace", "copy"),
-        default="inplace",
-        help=argparse.SUPPRESS,  # internal: the copy-fallback child measures family 2 only
+        choices=("suite", "inplace", "copy"),
+        default="suite",
+        help=argparse.SUPPRESS,  # internal: a child measuring the operators in one fallback mode
     )
     args = parser.parse_args(argv)
     families = [f.strip() for f in args.families.split(",") if f.strip()]
@@ -68,6 +79,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown families {unknown}; choose from {', '.join(FAMILIES)}")
     args.families = families
+    if args.processes < 1:
+        parser.error(f"--processes must be at least 1, got {args.processes}")
     return args
 
 
@@ -91,29 +104,38 @@ def import_torch(expected_mode: str) -> None:
     torch.openreg.init()
 
 
-def run_copy_child(args: argparse.Namespace, settings: Settings) -> list[Figure]:
-    """Family 2 in a subprocess: OPENREG_FALLBACK is read when torch_openreg is imported."""
+def run_ops_child(args: argparse.Namespace, settings: Settings, mode: str) -> list[Figure]:
+    """The operators in a fresh process: OPENREG_FALLBACK is read when torch_openreg is imported."""
     with tempfile.TemporaryDirectory() as directory:
-        output = Path(directory) / "copy.json"
+        output = Path(directory) / "ops.json"
         command = [
-            sys.executable, __file__, "--mode", "copy", "--output", str(output),
+            sys.executable, __file__, "--mode", mode, "--output", str(output),
             "--repeats", str(settings.repeats),
         ]  # fmt: skip
         if args.quick:
             command.append("--quick")
         env = {k: v for k, v in os.environ.items() if k != "OPENREG_FALLBACK"}
-        env["OPENREG_FALLBACK"] = "copy"
+        if mode == "copy":
+            env["OPENREG_FALLBACK"] = "copy"
         subprocess.run(command, env=env, check=True)
         data = json.loads(output.read_text())
     return [Figure(**{k: v for k, v in f.items() if k != "status"}) for f in data["figures"]]
 
 
+def run_ops(
+    args: argparse.Namespace, settings: Settings, mode: str, processes: int
+) -> list[Figure]:
+    from benchmarks import ops
+
+    return ops.pool([run_ops_child(args, settings, mode) for _ in range(processes)])
+
+
 def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> list[Figure]:
-    from benchmarks import imports, memory, ops, training
+    from benchmarks import imports, memory, training
 
     runners: dict[str, Callable[[], list[Figure]]] = {
-        "ops": lambda: ops.run(settings, "1 ops (in-place fallback)", "inplace"),
-        "copy-ops": lambda: run_copy_child(args, settings),
+        "ops": lambda: run_ops(args, settings, "inplace", args.processes),
+        "copy-ops": lambda: run_ops(args, settings, "copy", 1),  # the peer: one process will do
         "training": lambda: training.run(settings),
         "allocation": lambda: memory.run_allocation(settings),
         "copies": lambda: memory.run_copies(settings),
@@ -162,15 +184,30 @@ def table(figures: list[Figure]) -> str:
     return "\n".join([line(header), separator, *(line(r) for r in rows)])
 
 
+BUSY_SHARE_OF_CORES = 0.25  # other processes using more than this share of the cores skew ratios
+
+
+def warn_if_busy(machine: dict[str, Any]) -> None:
+    """Say so when other processes compete for the cores: every ratio here assumes they don't."""
+    busy, cores = machine["busy_cores_before_run"], machine["usable_cores"]
+    if busy is not None and busy > BUSY_SHARE_OF_CORES * cores:
+        print(
+            f"warning: other processes kept {busy:.2f} of {cores} cores busy just before the "
+            "run; they share the CPU with both sides unevenly, so ratios will be noisy. Re-run "
+            "on an idle machine for figures worth comparing.",
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = settings_from(args)
     started = now()
-    if args.mode == "copy":
-        import_torch("copy")
+    if args.mode != "suite":
+        import_torch(args.mode)
         from benchmarks import ops
 
-        figures = ops.run(settings, "2 ops (copy fallback, peer)", "copy")
+        figures = ops.run(settings, OPS_FAMILY[args.mode], args.mode)
         payload = {"started_at": started, "finished_at": now(), "figures": figures}
         args.output.write_text(json.dumps(payload, default=lambda f: f.as_dict()))
         return 0
@@ -180,11 +217,14 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
     print(
         f"OpenReg benchmarks: {machine['cpu_count']} cores "
-        f"({machine['usable_cores']} usable), load {machine['load_average']}, "
+        f"({machine['usable_cores']} usable), {machine['busy_cores_before_run']} busy before "
+        f"the run (load average {machine['load_average'][0]:.2f}), "
         f"torch {machine['torch_version']} ({machine['torch_threads']} threads), "
         f"{settings.repeats} repeats per figure",
         flush=True,
     )
+    warn_if_busy(machine)
+    jiffies_at_start = cpu_jiffies()
     figures: list[Figure] = []
     timings: dict[str, dict[str, Any]] = {}
     for name in args.families:
@@ -203,13 +243,22 @@ def main(argv: list[str] | None = None) -> int:
     summary = {s: statuses.count(s) for s in ("met", "MISSED", "n/a", "info")}
     print()
     print(rendered)
+    steal = steal_share(jiffies_at_start, cpu_jiffies())
     print(f"\n{summary['met']} met, {summary['MISSED']} missed, {summary['n/a']} not measured, "
           f"{summary['info']} for information; {machine['cpu_count']} cores")  # fmt: skip
+    if steal is not None:
+        print(f"the hypervisor gave {steal:.1%} of this machine's CPU time to other guests "
+              "during the run")  # fmt: skip
     payload = {
         "started_at": started,
         "finished_at": now(),
-        "machine": machine | {"load_average_at_end": list(os.getloadavg())},
-        "settings": {"repeats": settings.repeats, "min_batch_seconds": settings.min_batch_seconds},
+        "machine": machine
+        | {"load_average_at_end": list(os.getloadavg()), "steal_share_during_run": steal},
+        "settings": {
+            "repeats": settings.repeats,
+            "min_batch_seconds": settings.min_batch_seconds,
+            "ops_processes": args.processes,
+        },
         "environment": {k: v for k, v in os.environ.items() if k.startswith(("OPENREG_", "OMP_"))},
         "families": timings,
         "summary": summary,
