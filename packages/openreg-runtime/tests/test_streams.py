@@ -309,9 +309,12 @@ def test_more_python_callbacks_than_the_queue_holds(run_python):
 
 def test_host_held_back_by_a_full_queue_resumes_when_half_has_drained():
     stream = rt.Stream()
-    release = threading.Event()
+    running, release = threading.Event(), threading.Event()
     completed = []
-    stream.launch(lambda: release.wait(30))  # holds the worker while the queue fills
+    # Holds the worker while the queue fills; it must be running (out of the queue)
+    # before the 1024 callbacks go in, or they would not all fit.
+    stream.launch(lambda: (running.set(), release.wait(30)))
+    assert running.wait(30), "the worker never started the first callback"
     for index in range(1024):
         stream.launch(lambda index=index: completed.append(index))
     done_when_resumed = []
