@@ -108,6 +108,8 @@ def binding(session: nox.Session) -> None:
     """torch-openreg (with torch and openreg-runtime): its pytest suite against the wheel."""
     sync_locked(session, "torch-openreg")
     session.run("pytest", "packages/torch-openreg/tests", *session.posargs)
+    # The benchmark runner's own logic (pooling, load readings); it needs torch, not timing.
+    session.run("pytest", "benchmarks/tests", *session.posargs)
 
 
 @nox.session(python=PYTHON)

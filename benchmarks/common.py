@@ -232,6 +232,8 @@ def compare(
     return Pair(openreg_times, peer_times, calls)
 
 
+# The first eight columns of /proc/stat's "cpu" line; the later guest columns are
+# already counted in "user" and "nice", so they are left out of every sum.
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 

@@ -102,6 +102,14 @@ def _paired(first: list[dict[str, Any]], second: list[dict[str, Any]], key: str)
     return statistics.median(a[key] / b[key] for a, b in zip(first, second, strict=True))
 
 
+def _run_variant(variant: str) -> dict[str, Any]:
+    if variant == "autoload":
+        return _run(AUTOLOAD)
+    if variant == "explicit":
+        return _run(EXPLICIT, OPENREG_AUTOLOAD="0")
+    return _run(TORCH_ONLY, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+
+
 def run(settings: Settings) -> list[Figure]:
     family = "6 import time"
     has_shim = shim_installed()
@@ -109,13 +117,13 @@ def run(settings: Settings) -> list[Figure]:
     # the target is a 2% difference: twice the repeats of the other families.
     rounds = max(3, settings.repeats * 2)
     samples: dict[str, list[dict[str, Any]]] = {"autoload": [], "explicit": [], "torch_only": []}
-    _run(EXPLICIT, OPENREG_AUTOLOAD="0")  # warm the file system cache first
-    for round_index in range(rounds):
-        explicit = _run(EXPLICIT, OPENREG_AUTOLOAD="0") if round_index % 2 else None
-        if has_shim:  # alternate which of the compared variants goes first
-            samples["autoload"].append(_run(AUTOLOAD))
-        samples["explicit"].append(explicit or _run(EXPLICIT, OPENREG_AUTOLOAD="0"))
-        samples["torch_only"].append(_run(TORCH_ONLY, TORCH_DEVICE_BACKEND_AUTOLOAD="0"))
+    _run_variant("explicit")  # warm the file system cache first
+    compared = ["autoload", "explicit"] if has_shim else ["explicit"]
+    for _ in range(rounds):
+        for variant in compared:
+            samples[variant].append(_run_variant(variant))
+        compared.reverse()  # alternate which of the compared variants goes first
+        samples["torch_only"].append(_run_variant("torch_only"))
     if any(s["autoloaded"] for s in samples["explicit"]):
         raise RuntimeError("OPENREG_AUTOLOAD=0 did not keep torch_openreg from autoloading")
     explicit, explicit_cpu = (

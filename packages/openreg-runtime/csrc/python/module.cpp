@@ -89,9 +89,6 @@ uintptr_t address(const void* pointer) { return reinterpret_cast<uintptr_t>(poin
 void* pointerFrom(uintptr_t value) { return reinterpret_cast<void*>(value); }
 
 // ---- Memory blocks shared with pending stream work -------------------------
-// Buffers hold their memory through shared_ptr; asynchronous copies enqueue a
-// no-op that owns another reference, so memory outlives the work using it
-// even if the Python object is dropped first.
 // Runs a call that enqueues work with the GIL released: when the stream's
 // queue is full, enqueueing waits for the worker, and queued Python callbacks
 // (Stream.launch) need the GIL to drain it.
@@ -101,6 +98,9 @@ orError_t enqueueWithoutGil(Enqueue&& enqueue) {
   return enqueue();
 }
 
+// Buffers hold their memory through shared_ptr; asynchronous copies enqueue a
+// no-op that owns another reference, so memory outlives the work using it
+// even if the Python object is dropped first.
 using SharedMemory = std::shared_ptr<void>;
 
 SharedMemory allocateDevice(size_t bytes, std::optional<int> device) {

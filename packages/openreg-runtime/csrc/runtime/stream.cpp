@@ -57,8 +57,10 @@ uint64_t Stream::enqueue(Work work) {
   std::unique_lock<std::mutex> lock(mutex_);
   check(!closing_, orErrorInvalidResourceHandle, "the stream was destroyed");
   if (!workerStarted_) startWorkerLocked();
-  if (queue_.size() >= kMaxQueued && workerOf != this) waitForQueueSpaceLocked(lock);
-  check(!closing_, orErrorInvalidResourceHandle, "the stream was destroyed");
+  if (queue_.size() >= kMaxQueued && workerOf != this) {
+    waitForQueueSpaceLocked(lock);
+    check(!closing_, orErrorInvalidResourceHandle, "the stream was destroyed while waiting");
+  }
   queue_.push_back(std::move(work));
   const uint64_t sequence = enqueued_.load(std::memory_order_relaxed) + 1;
   enqueued_.store(sequence, std::memory_order_release);
