@@ -92,6 +92,8 @@ def lint(session: nox.Session) -> None:
     sync_locked(session, groups=("lint",))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    # The binding's C++ layers: includes point downward only.
+    session.run("python", "tools/check_layers.py")
 
 
 @nox.session(python=PYTHON)

@@ -13,10 +13,10 @@
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
-#include "host_allocator.h"
-#include "kernel_context.h"
-#include "kernel_launch.h"
-#include "stream.h"
+#include "integration/host_allocator.h"
+#include "engine/kernel_context.h"
+#include "engine/kernel_launch.h"
+#include "integration/stream.h"
 
 namespace torch_openreg {
 namespace {

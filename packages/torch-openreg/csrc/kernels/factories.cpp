@@ -6,8 +6,8 @@
 #include <c10/core/ScalarTypeToTypeMeta.h>
 #include <torch/library.h>
 
-#include "device.h"
-#include "device_allocator.h"
+#include "base/device.h"
+#include "integration/device_allocator.h"
 
 namespace torch_openreg {
 namespace {

@@ -9,8 +9,8 @@
 #include <ATen/ops/fill.h>
 #include <torch/library.h>
 
-#include "kernel_context.h"
-#include "kernel_launch.h"
+#include "engine/kernel_context.h"
+#include "engine/kernel_launch.h"
 
 namespace torch_openreg {
 namespace {

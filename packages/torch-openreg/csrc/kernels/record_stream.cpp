@@ -2,7 +2,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
-#include "device_allocator.h"
+#include "integration/device_allocator.h"
 
 namespace torch_openreg {
 namespace {

@@ -3,9 +3,9 @@
 #include <c10/core/TensorImpl.h>
 #include <torch/library.h>
 
-#include "device.h"
-#include "device_allocator.h"
-#include "storage_resize.h"
+#include "base/device.h"
+#include "integration/device_allocator.h"
+#include "integration/storage_resize.h"
 
 namespace torch_openreg {
 namespace {

@@ -16,7 +16,7 @@
 #include <tuple>
 #include <vector>
 
-#include "async_functional.h"
+#include "engine/async_functional.h"
 
 namespace torch_openreg {
 namespace {

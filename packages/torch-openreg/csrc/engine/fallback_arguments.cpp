@@ -1,13 +1,13 @@
 // fallback_arguments.cpp — device resolution and argument conversion.
-#include "fallback_arguments.h"
+#include "engine/fallback_arguments.h"
 
 #include <c10/util/Exception.h>
 
 #include <sstream>
 #include <string>
 
-#include "device.h"
-#include "generator.h"
+#include "base/device.h"
+#include "integration/generator.h"
 
 namespace torch_openreg {
 namespace {

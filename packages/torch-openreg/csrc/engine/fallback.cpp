@@ -11,7 +11,7 @@
 //    masked_select), results aliasing inputs, nested tensors, operators
 //    without a meta kernel. The kernel runs after all queued work and the
 //    caller waits, as CUDA does for such operators.
-#include "fallback.h"
+#include "engine/fallback.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
@@ -26,14 +26,14 @@
 #include <unordered_set>
 #include <vector>
 
-#include "async_plan.h"
-#include "device.h"
-#include "device_allocator.h"
-#include "fallback_arguments.h"
-#include "kernel_allocator.h"
-#include "kernel_context.h"
-#include "kernel_launch.h"
-#include "out_variant.h"
+#include "engine/async_plan.h"
+#include "base/device.h"
+#include "integration/device_allocator.h"
+#include "engine/fallback_arguments.h"
+#include "engine/kernel_allocator.h"
+#include "engine/kernel_context.h"
+#include "engine/kernel_launch.h"
+#include "engine/out_variant.h"
 
 namespace torch_openreg {
 namespace {

@@ -1,12 +1,12 @@
 // device.cpp — current device / count helpers over the runtime.
-#include "device.h"
+#include "base/device.h"
 
 #include <c10/util/Exception.h>
 
 #include <array>
 #include <atomic>
 
-#include "runtime_check.h"
+#include "base/runtime_check.h"
 
 namespace torch_openreg {
 namespace {

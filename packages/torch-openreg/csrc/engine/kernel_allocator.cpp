@@ -1,5 +1,5 @@
 // kernel_allocator.cpp — thread-local redirection of CPU allocations.
-#include "kernel_allocator.h"
+#include "engine/kernel_allocator.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "device_allocator.h"
-#include "runtime_check.h"
+#include "integration/device_allocator.h"
+#include "base/runtime_check.h"
 
 namespace torch_openreg {
 namespace {

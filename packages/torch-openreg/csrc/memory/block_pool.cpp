@@ -1,5 +1,5 @@
 // block_pool.cpp — size classes, splitting, merging, per-stream reuse, OOM retry.
-#include "block_pool.h"
+#include "memory/block_pool.h"
 
 #include <c10/util/Exception.h>
 
@@ -8,9 +8,9 @@
 #include <memory>
 #include <sstream>
 
-#include "device.h"
-#include "kernel_launch.h"
-#include "runtime_check.h"
+#include "base/device.h"
+#include "base/kernel_thread.h"
+#include "base/runtime_check.h"
 
 namespace torch_openreg {
 namespace {

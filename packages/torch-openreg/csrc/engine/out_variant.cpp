@@ -1,5 +1,5 @@
 // out_variant.cpp — cached out= overload lookup.
-#include "out_variant.h"
+#include "engine/out_variant.h"
 
 #include <mutex>
 #include <string>

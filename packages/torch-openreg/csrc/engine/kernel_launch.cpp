@@ -1,5 +1,5 @@
 // kernel_launch.cpp — stream launch with TLS propagation and error transport.
-#include "kernel_launch.h"
+#include "engine/kernel_launch.h"
 
 #include <ATen/ThreadLocalState.h>
 #include <Python.h>
@@ -9,15 +9,14 @@
 #include <exception>
 #include <vector>
 
-#include "device.h"
-#include "kernel_allocator.h"
-#include "runtime_check.h"
-#include "stream.h"
+#include "base/device.h"
+#include "base/kernel_thread.h"
+#include "engine/kernel_allocator.h"
+#include "base/runtime_check.h"
+#include "integration/stream.h"
 
 namespace torch_openreg {
 namespace {
-
-thread_local int kernelDepth = 0;
 
 // Releases the GIL for the scope if this thread holds it: queued work may
 // need it (Python-defined operators, Python objects in the captured TLS).
@@ -66,13 +65,8 @@ class KernelScope {
       : state_(callerState),
         allocations_(stream.device_index()),
         previousStream_(exchangeStream(stream)),
-        warnings_(warnings) {
-    ++kernelDepth;
-  }
-  ~KernelScope() {
-    --kernelDepth;
-    exchangeStream(previousStream_);
-  }
+        warnings_(warnings) {}
+  ~KernelScope() { exchangeStream(previousStream_); }
   KernelScope(const KernelScope&) = delete;
   KernelScope& operator=(const KernelScope&) = delete;
 
@@ -81,6 +75,7 @@ class KernelScope {
   KernelAllocationScope allocations_;
   c10::Stream previousStream_;
   c10::WarningUtils::WarningHandlerGuard warnings_;
+  KernelThreadScope kernelThread_;
 };
 
 // ---- Asynchronous launches ----------------------------------------------------
@@ -137,8 +132,6 @@ c10::Stream launchStream(c10::DeviceIndex device) {
 }
 
 }  // namespace
-
-bool insideKernel() { return kernelDepth > 0; }
 
 void launchOnDevice(c10::DeviceIndex device, std::function<void()> body) {
   if (insideKernel()) {  // a kernel calling another openreg op: already on a worker

@@ -1,11 +1,11 @@
 // event.cpp — guard event operations over orEvent_t.
-#include "event.h"
+#include "integration/event.h"
 
 #include <c10/util/Exception.h>
 
-#include "device.h"
-#include "runtime_check.h"
-#include "stream.h"
+#include "base/device.h"
+#include "base/runtime_check.h"
+#include "integration/stream.h"
 
 namespace torch_openreg {
 namespace {

@@ -1,15 +1,15 @@
 // kernel_context.cpp — alias creation and result adoption.
-#include "kernel_context.h"
+#include "engine/kernel_context.h"
 
 #include <ATen/NestedTensorImpl.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
 
-#include "device.h"
-#include "device_allocator.h"
-#include "kernel_allocator.h"
-#include "runtime_check.h"
+#include "base/device.h"
+#include "integration/device_allocator.h"
+#include "engine/kernel_allocator.h"
+#include "base/runtime_check.h"
 
 namespace torch_openreg {
 namespace {

@@ -4,14 +4,14 @@
 // in a free list per size for the next request, as in CUDA's host caching
 // allocator: pinned allocations are expensive and pinned buffers are usually
 // reused with the same sizes. empty_cache() returns the free ones.
-#include "host_allocator.h"
+#include "integration/host_allocator.h"
 
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
 
-#include "runtime_check.h"
+#include "base/runtime_check.h"
 
 namespace torch_openreg {
 namespace {

@@ -1,10 +1,10 @@
 // meta_shadow.cpp — meta stand-ins and device allocation from meta layouts.
-#include "meta_shadow.h"
+#include "engine/meta_shadow.h"
 
 #include <ATen/EmptyTensor.h>
 
-#include "device.h"
-#include "device_allocator.h"
+#include "base/device.h"
+#include "integration/device_allocator.h"
 
 namespace torch_openreg {
 

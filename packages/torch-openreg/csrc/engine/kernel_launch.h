@@ -31,7 +31,4 @@ void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body);
 // Later work on `waiter` starts only after work queued so far on `producer`.
 void streamWaitsFor(const c10::Stream& waiter, const c10::Stream& producer);
 
-// True on a thread that is currently running openreg kernel work.
-bool insideKernel();
-
 }  // namespace torch_openreg

@@ -1,5 +1,5 @@
 // storage_resize.cpp — reallocation of openreg storages.
-#include "storage_resize.h"
+#include "integration/storage_resize.h"
 
 #include <c10/core/Storage.h>
 #include <c10/util/Exception.h>
@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <memory>
 
-#include "device_allocator.h"
-#include "runtime_check.h"
-#include "stream.h"
+#include "integration/device_allocator.h"
+#include "base/runtime_check.h"
+#include "integration/stream.h"
 
 namespace torch_openreg {
 

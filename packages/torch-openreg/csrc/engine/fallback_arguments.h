@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "kernel_context.h"
+#include "engine/kernel_context.h"
 
 namespace torch_openreg {
 

@@ -1,14 +1,14 @@
 // generator.cpp — openreg generators wrapping CPU engines; default per device.
-#include "generator.h"
+#include "integration/generator.h"
 
 #include <openreg.h>
 
 #include <array>
 #include <mutex>
 
-#include "device.h"
-#include "kernel_launch.h"
-#include "runtime_check.h"
+#include "base/device.h"
+#include "base/kernel_thread.h"
+#include "base/runtime_check.h"
 
 namespace torch_openreg {
 

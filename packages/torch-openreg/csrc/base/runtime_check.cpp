@@ -1,5 +1,5 @@
 // runtime_check.cpp — error conversion for OPENREG_CHECK.
-#include "runtime_check.h"
+#include "base/runtime_check.h"
 
 #include <c10/util/Exception.h>
 

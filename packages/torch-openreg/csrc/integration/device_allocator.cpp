@@ -3,16 +3,16 @@
 // Allocation and statistics live in block_pool.cpp; this file is the c10
 // interface: DataPtrs (context = Block, deleter = freeBlock), the
 // record_stream contract, cache control and memory info.
-#include "device_allocator.h"
+#include "integration/device_allocator.h"
 
 #include <atomic>
 #include <memory>
 #include <vector>
 
-#include "block_pool.h"
-#include "device.h"
-#include "runtime_check.h"
-#include "stream.h"
+#include "memory/block_pool.h"
+#include "base/device.h"
+#include "base/runtime_check.h"
+#include "integration/stream.h"
 
 namespace torch_openreg {
 namespace {

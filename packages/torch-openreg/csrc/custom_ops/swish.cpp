@@ -18,8 +18,8 @@
 
 #include <cmath>
 
-#include "kernel_context.h"
-#include "kernel_launch.h"
+#include "engine/kernel_context.h"
+#include "engine/kernel_launch.h"
 
 namespace torch_openreg {
 namespace {

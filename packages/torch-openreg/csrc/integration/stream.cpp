@@ -1,5 +1,5 @@
 // stream.cpp — stream pools and the per-thread current stream.
-#include "stream.h"
+#include "integration/stream.h"
 
 #include <c10/util/Exception.h>
 
@@ -8,8 +8,8 @@
 #include <atomic>
 #include <mutex>
 
-#include "device.h"
-#include "runtime_check.h"
+#include "base/device.h"
+#include "base/runtime_check.h"
 
 namespace torch_openreg {
 namespace {

@@ -1,5 +1,5 @@
 // async_functional.cpp — meta planning and launch for functional kernels.
-#include "async_functional.h"
+#include "engine/async_functional.h"
 
 #include <c10/util/hash.h>
 
@@ -10,10 +10,10 @@
 #include <string>
 #include <unordered_map>
 
-#include "kernel_allocator.h"
-#include "kernel_context.h"
-#include "kernel_launch.h"
-#include "meta_shadow.h"
+#include "engine/kernel_allocator.h"
+#include "engine/kernel_context.h"
+#include "engine/kernel_launch.h"
+#include "engine/meta_shadow.h"
 
 namespace torch_openreg {
 namespace {

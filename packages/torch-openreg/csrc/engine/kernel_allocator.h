@@ -43,6 +43,7 @@ class KernelAllocationScope {
 // holds for the next.
 class PlacementHints {
  public:
+  PlacementHints() = default;
   explicit PlacementHints(size_t outputs) : ordinals_(outputs) {}
   int ordinal(size_t output) const {
     return output < ordinals_.size() ? ordinals_[output].load(std::memory_order_relaxed) : 0;

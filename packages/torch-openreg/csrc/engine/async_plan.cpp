@@ -1,5 +1,5 @@
 // async_plan.cpp — planning on meta shadows, and the plan cache.
-#include "async_plan.h"
+#include "engine/async_plan.h"
 
 #include <c10/util/hash.h>
 
@@ -8,8 +8,8 @@
 #include <optional>
 #include <unordered_map>
 
-#include "fallback_arguments.h"
-#include "meta_shadow.h"
+#include "engine/fallback_arguments.h"
+#include "engine/meta_shadow.h"
 
 namespace torch_openreg {
 

@@ -1,13 +1,13 @@
 // guard.cpp — device/stream/event operations for device-generic PyTorch code.
-#include "guard.h"
+#include "integration/guard.h"
 
 #include <c10/util/Exception.h>
 
-#include "device.h"
-#include "device_allocator.h"
-#include "event.h"
-#include "runtime_check.h"
-#include "stream.h"
+#include "base/device.h"
+#include "integration/device_allocator.h"
+#include "integration/event.h"
+#include "base/runtime_check.h"
+#include "integration/stream.h"
 
 namespace torch_openreg {
 namespace {

@@ -1,13 +1,13 @@
 // hooks.cpp — PrivateUse1 hooks over the runtime.
-#include "hooks.h"
+#include "integration/hooks.h"
 
 #include <c10/util/Exception.h>
 
-#include "device.h"
-#include "generator.h"
-#include "host_allocator.h"
-#include "runtime_check.h"
-#include "storage_resize.h"
+#include "base/device.h"
+#include "integration/generator.h"
+#include "integration/host_allocator.h"
+#include "base/runtime_check.h"
+#include "integration/storage_resize.h"
 
 namespace torch_openreg {
 

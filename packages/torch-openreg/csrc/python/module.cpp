@@ -11,15 +11,15 @@
 #include <chrono>
 #include <thread>
 
-#include "device.h"
-#include "device_allocator.h"
-#include "fallback.h"
-#include "generator.h"
-#include "hooks.h"
-#include "kernel_allocator.h"
-#include "runtime_check.h"
-#include "event.h"
-#include "stream.h"
+#include "base/device.h"
+#include "integration/device_allocator.h"
+#include "engine/fallback.h"
+#include "integration/generator.h"
+#include "integration/hooks.h"
+#include "engine/kernel_allocator.h"
+#include "base/runtime_check.h"
+#include "integration/event.h"
+#include "integration/stream.h"
 
 namespace py = pybind11;
 

@@ -26,7 +26,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernel_allocator.h"
+#include "engine/kernel_allocator.h"
 
 namespace torch_openreg {
 
