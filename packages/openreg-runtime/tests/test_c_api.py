@@ -67,6 +67,20 @@ int main(void) {
     return 1;
   }
 
+  orDeviceAddressRange range;
+  CHECK(orDeviceGetAddressRange(&range, 0));
+  void* kernel = NULL;
+  CHECK(orGetKernelPointer(&kernel, (char*)device + 8));
+  const char* device_base = (const char*)range.deviceBase;
+  if ((const char*)device < device_base || (const char*)device >= device_base + range.size ||
+      range.size != total ||
+      (char*)kernel - ((char*)device + 8) != (char*)range.kernelBase - (char*)range.deviceBase) {
+    fprintf(stderr, "the address range does not match the pointer translation\n");
+    return 1;
+  }
+  if (orDeviceGetAddressRange(&range, count) != orErrorInvalidDevice) return 1;
+  (void)orGetLastError();
+
   CHECK(orMemcpy(device, host_in, sizeof host_in, orMemcpyHostToDevice));
   CHECK(orMemcpy(host_out, device, sizeof host_out, orMemcpyDeviceToHost));
   if (memcmp(host_in, host_out, sizeof host_in) != 0) {

@@ -89,4 +89,14 @@ orError_t orGetDevicePointer(void** devPtr, const void* kernelPtr) {
   });
 }
 
+orError_t orDeviceGetAddressRange(orDeviceAddressRange* range, int device) {
+  return runApi([&] {
+    checkNotNull(range, "range");
+    const DeviceMemory& memory = Runtime::instance().device(device).memory();
+    range->deviceBase = memory.deviceBase();
+    range->kernelBase = memory.kernelBase();
+    range->size = memory.capacity();
+  });
+}
+
 }  // extern "C"

@@ -60,6 +60,8 @@ class DeviceMemory {
                                    deviceBase_);
   }
 
+  void* deviceBase() const noexcept { return reinterpret_cast<void*>(deviceBase_); }
+  void* kernelBase() const noexcept { return reinterpret_cast<void*>(kernelBase_); }
   size_t capacity() const noexcept { return capacity_; }
   size_t bytesInUse() const;
   int device() const noexcept { return device_; }

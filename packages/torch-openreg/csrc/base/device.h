@@ -11,6 +11,9 @@ namespace torch_openreg {
 c10::DeviceIndex deviceCount() noexcept;  // 0 if the runtime is unusable
 c10::DeviceIndex currentDevice();
 void setCurrentDevice(c10::DeviceIndex device);
+// Makes `device` current (unless it is -1 or already current); returns the
+// device that was current before.
+c10::DeviceIndex exchangeDevice(c10::DeviceIndex device);
 // Validates `device` (TORCH_CHECK with a clear message) and returns it.
 c10::DeviceIndex checkedDevice(c10::DeviceIndex device);
 // The device index, with -1 (no index) meaning the current device.

@@ -7,25 +7,23 @@
 
 namespace torch_openreg {
 
-void throwRuntimeError(orError_t status, const char* call) {
+void throwRuntimeError(orError_t status) {
   std::string message = orGetLastErrorMessage();
   orGetLastError();  // reported now; do not leave it pending for the next caller
   if (message.empty()) message = orGetErrorString(status);
-  message += " [";
-  message += orGetErrorName(status);
-  message += " from ";
-  message += call;
-  message += "]";
+  // The runtime's messages end with the error's name; keep exactly one.
+  const std::string name = orGetErrorName(status);
+  if (message.find(name) == std::string::npos) message += " (" + name + ")";
   TORCH_CHECK_WITH(OutOfMemoryError, status != orErrorOutOfMemory, message);
   TORCH_CHECK(false, message);
 }
 
-bool completed(orError_t status, const char* call) {
+bool completed(orError_t status) {
   if (status == orErrorNotReady) {
     orGetLastError();
     return false;
   }
-  if (status != orSuccess) throwRuntimeError(status, call);
+  if (status != orSuccess) throwRuntimeError(status);
   return true;
 }
 

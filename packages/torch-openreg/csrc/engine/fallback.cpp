@@ -26,14 +26,15 @@
 #include <unordered_set>
 #include <vector>
 
-#include "engine/async_plan.h"
 #include "base/device.h"
 #include "integration/device_allocator.h"
 #include "engine/fallback_arguments.h"
 #include "engine/kernel_allocator.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
-#include "engine/out_variant.h"
+#include "engine/operator_plan.h"
+#include "engine/plan.h"
+#include "engine/tensor_layout.h"
 
 namespace torch_openreg {
 namespace {
@@ -67,18 +68,9 @@ std::vector<c10::IValue> runSynchronously(const c10::OperatorHandle& op, const A
 
 // ---- Asynchronous path -------------------------------------------------------
 
-at::Tensor allocateLayout(const TensorLayout& layout, c10::DeviceIndex device) {
-  if (!layout.defined) return at::Tensor();
-  DeviceScope scope(device);
-  at::Tensor tensor = at::detail::empty_strided_generic(
-      layout.sizes, layout.strides, &deviceAllocator(),
-      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), layout.dtype);
-  return tensor;
-}
-
 // out= arguments that the operator resizes get their new layout now, so the
 // kernel finds them ready (and the caller sees the final sizes at once).
-void applyArgumentLayouts(const AsyncPlan& plan, const Arguments& arguments) {
+void applyArgumentLayouts(const Plan& plan, const Arguments& arguments) {
   for (const auto& [index, layout] : plan.argumentLayouts) {
     const at::Tensor& tensor = arguments[index].toTensor();
     tensor.resize_(layout.sizes);
@@ -93,8 +85,9 @@ void applyArgumentLayouts(const AsyncPlan& plan, const Arguments& arguments) {
 // the moment of the call.
 struct PreparedKernel {
   c10::OperatorHandle op;
-  std::optional<c10::OperatorHandle> outOp;
+  std::shared_ptr<const Plan> plan;
   c10::DispatchKeySet keys;
+  bool useOutVariant = false;
   std::vector<c10::IValue> cpuArguments;
   // Operators have one or two outputs: inline storage saves heap allocations
   // on every call.
@@ -102,32 +95,31 @@ struct PreparedKernel {
   c10::SmallVector<std::pair<at::Tensor, TensorLayout>, 2> mutated;  // aliases and their layouts
   c10::SmallVector<TensorLayout, 2> outputLayouts;  // as allocated
   c10::SmallVector<std::pair<void*, size_t>, 2> outputMemory;  // kernel-view address and bytes
-  std::shared_ptr<PlacementHints> placement;  // the plan's
 
   void run() {
-    if (!outOp || !runOutVariant()) runFunctional();
+    if (!useOutVariant || !runOutVariant()) runFunctional();
     checkMutatedLayouts();
   }
 
  private:
   // Writes straight into the outputs. Some out= kernels do not match their
   // functional form (they resize the out tensor, or expect another shape):
-  // then this reports false and the operator is not tried that way again.
+  // then this reports false, and the signature is not run that way again.
   bool runOutVariant() {
-    if (knownMismatch(*outOp)) return false;
+    if (!plan->outVariantFits.load(std::memory_order_relaxed)) return false;
     torch::jit::Stack stack(cpuArguments.begin(), cpuArguments.end());
     for (const at::Tensor& output : outputs) stack.emplace_back(output);
     try {
-      outOp->redispatchBoxed(keys, &stack);
+      plan->outVariant->redispatchBoxed(keys, &stack);
     } catch (const std::exception&) {
       // Retried in functional form, which raises again if the call is invalid.
-      rememberMismatch(*outOp);
+      plan->outVariantFits.store(false, std::memory_order_relaxed);
       return false;
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (!outputLayouts[i].matches(outputs[i]) ||
           outputs[i].storage().data() != outputMemory[i].first) {
-        rememberMismatch(*outOp);
+        plan->outVariantFits.store(false, std::memory_order_relaxed);
         return false;
       }
     }
@@ -139,7 +131,7 @@ struct PreparedKernel {
     for (size_t i = 0; i < outputs.size(); ++i) {
       targets.push_back(outputs[i].defined() ? pristineOutput(i) : at::Tensor());
     }
-    const OutputReservations reserved(targets, placement.get());
+    const OutputReservations reserved(targets, &plan->placement);
     torch::jit::Stack results(cpuArguments.begin(), cpuArguments.end());
     op.redispatchBoxed(keys, &results);
     size_t next = 0;
@@ -160,41 +152,17 @@ struct PreparedKernel {
     }
     c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
                          c10::DataPtr(data, c10::Device(c10::DeviceType::CPU)), nullptr, false);
-    auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
-                                                     c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                                     outputs[index].dtype());
-    impl->set_sizes_and_strides(layout.sizes, layout.strides, layout.storageOffset);
-    return at::Tensor(std::move(impl));
+    return tensorOver(std::move(storage), c10::DispatchKey::CPU, layout);
   }
 
   void checkMutatedLayouts() const {
     for (const auto& [alias, layout] : mutated) {
       TORCH_CHECK(layout.matches(alias), "openreg: the CPU kernel of ", op.schema().name(),
-                  " changed the layout of an argument it mutates, unlike its meta kernel");
+                  " changed the shape or strides of an argument it writes in place, which openreg "
+                  "cannot do asynchronously; please report this operator (it needs a native kernel)");
     }
   }
-
-  static std::mutex& mismatchMutex() {
-    static std::mutex mutex;
-    return mutex;
-  }
-  static std::unordered_set<std::string>& mismatches() {
-    static auto* names = new std::unordered_set<std::string>();
-    return *names;
-  }
-  static std::string nameOf(const c10::OperatorHandle& handle) {
-    return handle.operator_name().name + "." + handle.operator_name().overload_name;
-  }
-  static bool knownMismatch(const c10::OperatorHandle& handle) {
-    std::lock_guard<std::mutex> lock(mismatchMutex());
-    return mismatches().count(nameOf(handle)) > 0;
-  }
-  static void rememberMismatch(const c10::OperatorHandle& handle) {
-    std::lock_guard<std::mutex> lock(mismatchMutex());
-    mismatches().insert(nameOf(handle));
-  }
 };
-
 
 // Host tensors are read when the kernel runs; like CUDA (which passes scalars
 // and copies host indices at launch), take their values now, so later changes
@@ -228,9 +196,10 @@ std::optional<Arguments> snapshotHostTensors(const Arguments& arguments) {
 }
 
 std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arguments& arguments,
-                                        c10::ArrayRef<at::Tensor> outputs, c10::DeviceIndex device) {
+                                        c10::ArrayRef<at::Tensor> outputs, c10::DeviceIndex device,
+                                        std::shared_ptr<const Plan> plan) {
   const c10::FunctionSchema& schema = op.schema();
-  auto kernel = std::make_shared<PreparedKernel>(PreparedKernel{op, std::nullopt, cpuKeysFor(arguments)});
+  auto kernel = std::make_shared<PreparedKernel>(PreparedKernel{op, std::move(plan), cpuKeysFor(arguments)});
   kernel->cpuArguments.reserve(arguments.size());
   KernelContext context(device);
   for (size_t i = 0; i < arguments.size(); ++i) {
@@ -240,11 +209,9 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
       kernel->mutated.emplace_back(alias, TensorLayout::of(alias));
     }
   }
-  // out= kernels only for purely functional operators: retrying one that
-  // failed must not repeat side effects on mutated arguments.
   const bool allDefined =
       std::all_of(outputs.begin(), outputs.end(), [](const at::Tensor& t) { return t.defined(); });
-  if (!outputs.empty() && allDefined && kernel->mutated.empty()) kernel->outOp = outVariantOf(op);
+  kernel->useOutVariant = kernel->plan->outVariant.has_value() && !outputs.empty() && allDefined;
   for (const at::Tensor& output : outputs) {
     const at::Tensor alias = context.alias(output);
     kernel->outputs.push_back(alias);
@@ -254,6 +221,27 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
   }
   return kernel;
 }
+
+std::vector<c10::IValue> launchPlanned(const c10::OperatorHandle& op, const Arguments& arguments,
+                                       c10::DeviceIndex device, std::shared_ptr<const Plan> plan) {
+  applyArgumentLayouts(*plan, arguments);
+  std::vector<c10::IValue> results;
+  c10::SmallVector<at::Tensor, 2> outputs;
+  for (const Plan::Result& result : plan->results) {
+    if (result.mutatedArgument >= 0) {
+      results.push_back(arguments[result.mutatedArgument]);
+    } else {
+      outputs.push_back(emptyWithLayout(result.layout, device));
+      results.emplace_back(outputs.back());
+    }
+  }
+  const std::optional<Arguments> snapshot = snapshotHostTensors(arguments);
+  auto kernel = prepare(op, snapshot ? *snapshot : arguments, outputs, device, std::move(plan));
+  launchOnDevice(device, [kernel] { kernel->run(); });
+  return results;
+}
+
+// ---- First call of a signature -----------------------------------------------
 
 // Layouts of the arguments the operator may mutate (undefined for the others).
 std::vector<TensorLayout> mutableLayouts(const c10::OperatorHandle& op, const Arguments& arguments) {
@@ -266,35 +254,34 @@ std::vector<TensorLayout> mutableLayouts(const c10::OperatorHandle& op, const Ar
   return layouts;
 }
 
+std::vector<c10::IValue> runFirstCall(const c10::OperatorHandle& op, const Arguments& arguments,
+                                      c10::DeviceIndex device, const PlanTicket& ticket) {
+  const std::vector<TensorLayout> before = mutableLayouts(op, arguments);
+  std::vector<c10::IValue> results = runSynchronously(op, arguments, device);
+  std::vector<std::pair<size_t, TensorLayout>> changed;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (!before[i].defined || !arguments[i].isTensor()) continue;
+    const at::Tensor& tensor = arguments[i].toTensor();
+    if (!before[i].matches(tensor)) changed.emplace_back(i, TensorLayout::of(tensor));
+  }
+  confirmPlan(ticket, results, std::move(changed));
+  return results;
+}
+
 // ---- Dispatch ----------------------------------------------------------------
 
 void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t argumentCount = op.schema().arguments().size();
   Arguments arguments(stack->end() - argumentCount, stack->end());
   const c10::DeviceIndex device = findDevice(op, arguments);
-
-  const PlanTicket ticket = planFor(op, arguments);
-  const AsyncPlan* plan = ticket.plan.get();
+  const PlanTicket ticket = planOperatorCall(op, arguments);
   std::vector<c10::IValue> results;
-  if (plan == nullptr || plan->synchronous) {
-    const std::vector<TensorLayout> before = mutableLayouts(op, arguments);
+  if (ticket.firstCall()) {
+    results = runFirstCall(op, arguments, device, ticket);
+  } else if (ticket.plan->synchronous) {
     results = runSynchronously(op, arguments, device);
-    if (plan == nullptr) confirmPlan(ticket, results, arguments, before);
   } else {
-    applyArgumentLayouts(*plan, arguments);
-    c10::SmallVector<at::Tensor, 2> outputs;
-    for (const AsyncPlan::Result& result : plan->results) {
-      if (result.mutatedArgument >= 0) {
-        results.push_back(arguments[result.mutatedArgument]);
-      } else {
-        outputs.push_back(allocateLayout(result.layout, device));
-        results.emplace_back(outputs.back());
-      }
-    }
-    const std::optional<Arguments> snapshot = snapshotHostTensors(arguments);
-    auto kernel = prepare(op, snapshot ? *snapshot : arguments, outputs, device);
-    kernel->placement = plan->placement;
-    launchOnDevice(device, [kernel] { kernel->run(); });
+    results = launchPlanned(op, arguments, device, ticket.plan);
   }
   torch::jit::drop(*stack, argumentCount);
   for (c10::IValue& result : results) stack->push_back(std::move(result));

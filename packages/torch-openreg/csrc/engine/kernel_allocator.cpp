@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/address_ranges.h"
 #include "integration/device_allocator.h"
-#include "base/runtime_check.h"
 
 namespace torch_openreg {
 namespace {
@@ -30,25 +30,6 @@ std::atomic<uint64_t> placedByCopy{0};
 bool sameLayout(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.strides() == b.strides() &&
          a.storage_offset() == b.storage_offset() && a.dtype() == b.dtype();
-}
-
-void* toKernelView(void* devicePointer) {
-  void* kernelPointer = nullptr;
-  OPENREG_CHECK(orGetKernelPointer(&kernelPointer, devicePointer));
-  return kernelPointer;
-}
-
-void* toDeviceView(void* kernelPointer) {
-  void* devicePointer = nullptr;
-  OPENREG_CHECK(orGetDevicePointer(&devicePointer, kernelPointer));
-  return devicePointer;
-}
-
-bool isKernelViewAddress(void* pointer) {
-  void* devicePointer = nullptr;
-  if (orGetDevicePointer(&devicePointer, pointer) == orSuccess) return true;
-  orGetLastError();
-  return false;
 }
 
 // Deleter of kernel allocations: the context is the kernel-view address, as
@@ -76,7 +57,7 @@ c10::DataPtr borrowOutput(void* outputMemory) {
 c10::DataPtr allocateOnDevice(size_t nbytes) {
   c10::DataPtr device = deviceAllocator().allocateOn(kernelDevice, nbytes);
   if (device.get() == nullptr) return c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU));
-  void* kernelPointer = toKernelView(device.get());
+  void* kernelPointer = toKernelView(device.get(), kernelDevice);
   device.release_context();  // now owned through freeKernelAllocation
   return c10::DataPtr(kernelPointer, kernelPointer, &freeKernelAllocation,
                       c10::Device(c10::DeviceType::CPU));
@@ -108,14 +89,17 @@ class KernelOutputAllocator final : public c10::Allocator {
 }  // namespace
 
 void installKernelAllocator() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    // Priority 1 outranks the default CPU allocator (registered with 0).
-    c10::Allocator* cpu = c10::GetCPUAllocator();
-    cpuRawDeleter = cpu->raw_deleter();
-    static auto* wrapper = new KernelOutputAllocator(cpu);
-    c10::SetCPUAllocator(wrapper, /*priority=*/1);
-  });
+  static std::atomic<bool> installed{false};
+  if (installed.load(std::memory_order_acquire)) return;
+  static std::mutex installing;
+  std::lock_guard<std::mutex> lock(installing);
+  if (installed.load(std::memory_order_relaxed)) return;
+  // Priority 1 outranks the default CPU allocator (registered with 0).
+  c10::Allocator* cpu = c10::GetCPUAllocator();
+  cpuRawDeleter = cpu->raw_deleter();
+  static auto* wrapper = new KernelOutputAllocator(cpu);
+  c10::SetCPUAllocator(wrapper, /*priority=*/1);
+  installed.store(true, std::memory_order_release);
 }
 
 KernelAllocationScope::KernelAllocationScope(c10::DeviceIndex device) : previous_(kernelDevice) {

@@ -20,7 +20,10 @@
 
 namespace torch_openreg {
 
-// Installs the wrapper (idempotent). Called when _C is imported.
+// Installs the wrapper (idempotent and cheap once done). Called before the
+// first kernel is launched, so processes that import the binding but never
+// run openreg work (CPU-only users of the autoload shim) keep c10's own CPU
+// allocator untouched.
 void installKernelAllocator();
 
 // While alive on this thread, CPU allocations come from `device`'s memory.

@@ -1,39 +1,21 @@
 // kernel_context.cpp — alias creation and result adoption.
 #include "engine/kernel_context.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/NestedTensorImpl.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
 
+#include "base/address_ranges.h"
 #include "base/device.h"
 #include "integration/device_allocator.h"
 #include "engine/kernel_allocator.h"
+#include "engine/tensor_layout.h"
 #include "base/runtime_check.h"
 
 namespace torch_openreg {
 namespace {
-
-bool isOpenReg(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1;
-}
-
-void* kernelPointerOf(const void* devicePointer) {
-  if (devicePointer == nullptr) return nullptr;
-  void* kernelPointer = nullptr;
-  OPENREG_CHECK(orGetKernelPointer(&kernelPointer, devicePointer));
-  return kernelPointer;
-}
-
-// A tensor of `keys` over `storage` with the layout and flags of `layout`.
-at::Tensor makeTensor(c10::Storage storage, c10::DispatchKey key, const at::Tensor& layout) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
-                                                   layout.dtype());
-  impl->set_sizes_and_strides(layout.sizes(), layout.strides(), layout.storage_offset());
-  impl->_set_conj(layout.is_conj());
-  impl->_set_neg(layout.is_neg());
-  return at::Tensor(std::move(impl));
-}
 
 // A nested tensor over `storage` with the nested layout of `layout`.
 at::Tensor makeNested(c10::Storage storage, c10::DispatchKey backend, const at::Tensor& layout) {
@@ -49,14 +31,30 @@ at::Tensor makeNested(c10::Storage storage, c10::DispatchKey backend, const at::
 
 at::Tensor makeLike(c10::Storage storage, c10::DispatchKey backend, const at::Tensor& layout) {
   if (layout.is_nested()) return makeNested(std::move(storage), backend, layout);
-  return makeTensor(std::move(storage), backend, layout);
+  return tensorOver(std::move(storage), backend, layout);
+}
+
+// A kernel reads every element a tensor's layout reaches: its storage must
+// hold them (a storage resized below its tensors' needs would send the kernel
+// outside the allocation).
+void checkStorageCovers(const at::Tensor& tensor) {
+  if (tensor.is_nested() || tensor.numel() == 0) return;
+  const size_t needed = at::detail::computeStorageNbytes(tensor.sizes(), tensor.strides(),
+                                                         tensor.itemsize(), tensor.storage_offset());
+  const size_t available = tensor.storage().nbytes();
+  TORCH_CHECK(needed <= available, "openreg: this tensor of shape ", tensor.sizes(), " and dtype ",
+              tensor.scalar_type(), " needs ", needed, " bytes of storage, but its storage holds only ",
+              available, " bytes (was it resized with untyped_storage().resize_()?); resize the tensor "
+              "with tensor.resize_() or give it a storage large enough");
 }
 
 }  // namespace
 
 KernelContext::AliasedStorage& KernelContext::aliasStorage(const c10::Storage& original) {
   if (AliasedStorage* found = byOriginal_.find(original.unsafeGetStorageImpl())) return *found;
-  void* kernelData = kernelPointerOf(original.data());
+  void* kernelData = original.data() == nullptr
+                         ? nullptr
+                         : toKernelView(original.data(), original.device().index());
   // Resizable with the kernel allocator: a kernel that resizes an out=
   // argument gets new device memory, which writeBack() hands to the original.
   c10::Storage alias(c10::Storage::use_byte_size_t(), original.nbytes(),
@@ -72,6 +70,7 @@ at::Tensor KernelContext::alias(const at::Tensor& tensor) {
   TORCH_CHECK(tensor.layout() == c10::kStrided || tensor.is_nested(),
               "openreg supports strided and nested tensors only, got ", tensor.layout());
   if (at::Tensor* cached = aliasOfTensor_.find(tensor.unsafeGetTensorImpl())) return *cached;
+  checkStorageCovers(tensor);
   at::Tensor created = makeLike(aliasStorage(tensor.storage()).alias, c10::DispatchKey::CPU, tensor);
   return aliasOfTensor_.insert(tensor.unsafeGetTensorImpl(), std::move(created));
 }
@@ -95,7 +94,7 @@ c10::Storage KernelContext::adoptStorage(const c10::Storage& cpuStorage) {
   } else {
     // Host memory (e.g. allocated on a helper thread): copy it to the device.
     deviceData = deviceAllocator().allocateOn(device_, cpuStorage.nbytes());
-    std::memcpy(kernelPointerOf(deviceData.get()), cpuData.get(), cpuStorage.nbytes());
+    std::memcpy(toKernelView(deviceData.get(), device_), cpuData.get(), cpuStorage.nbytes());
   }
   c10::Storage adopted(c10::Storage::use_byte_size_t(), cpuStorage.nbytes(), std::move(deviceData),
                        &deviceAllocator(), /*resizable=*/true);

@@ -21,6 +21,10 @@
 
 namespace torch_openreg {
 
+inline bool isOpenReg(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1;
+}
+
 class KernelContext {
  public:
   explicit KernelContext(c10::DeviceIndex device) : device_(device) {}

@@ -38,7 +38,7 @@ class GilRelease {
 // Warnings raised by kernels on a worker. A synchronous kernel's warnings
 // are re-issued on the caller after it has waited (so Python sees them);
 // an asynchronous kernel's are dropped: its signature ran synchronously
-// before (see async_plan.h), where they were reported already.
+// before (see plan.h), where they were reported already.
 class WorkerWarnings final : public c10::WarningHandler {
  public:
   explicit WorkerWarnings(bool keep) : keep_(keep) {}
@@ -127,6 +127,10 @@ void runLaunch(void* data) {
 }
 
 c10::Stream launchStream(c10::DeviceIndex device) {
+  // Kernels allocate through c10's CPU allocator, which must be redirected to
+  // the device before the first one runs (and not before: a process that
+  // never launches one keeps the plain CPU allocator).
+  installKernelAllocator();
   markDeviceUsed(device);
   return currentStream(device);
 }

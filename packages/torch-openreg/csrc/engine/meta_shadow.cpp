@@ -1,10 +1,7 @@
-// meta_shadow.cpp — meta stand-ins and device allocation from meta layouts.
+// meta_shadow.cpp — data-free stand-ins of openreg tensors.
 #include "engine/meta_shadow.h"
 
-#include <ATen/EmptyTensor.h>
-
-#include "base/device.h"
-#include "integration/device_allocator.h"
+#include "engine/tensor_layout.h"
 
 namespace torch_openreg {
 
@@ -22,24 +19,12 @@ c10::Storage MetaShadows::storageFor(const c10::Storage& original) {
 
 at::Tensor MetaShadows::shadow(const at::Tensor& tensor) {
   if (!tensor.defined()) return tensor;
-  auto impl = c10::make_intrusive<c10::TensorImpl>(
-      storageFor(tensor.storage()), c10::DispatchKeySet(c10::DispatchKey::Meta), tensor.dtype());
-  impl->set_sizes_and_strides(tensor.sizes(), tensor.strides(), tensor.storage_offset());
-  impl->_set_conj(tensor.is_conj());
-  impl->_set_neg(tensor.is_neg());
-  return at::Tensor(std::move(impl));
+  return tensorOver(storageFor(tensor.storage()), c10::DispatchKey::Meta, tensor);
 }
 
 bool MetaShadows::aliasesShadow(const at::Tensor& result) const {
   return result.defined() && result.has_storage() &&
          shadowStorages_.count(result.storage().unsafeGetStorageImpl()) > 0;
-}
-
-at::Tensor allocateLike(const at::Tensor& layout, c10::DeviceIndex device) {
-  DeviceScope scope(device);
-  return at::detail::empty_strided_generic(layout.sizes(), layout.strides(), &deviceAllocator(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           layout.scalar_type());
 }
 
 }  // namespace torch_openreg

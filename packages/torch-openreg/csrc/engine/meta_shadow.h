@@ -28,7 +28,4 @@ class MetaShadows {
   std::unordered_map<const c10::StorageImpl*, bool> shadowStorages_;
 };
 
-// An openreg tensor on `device` laid out like `layout` (a meta tensor).
-at::Tensor allocateLike(const at::Tensor& layout, c10::DeviceIndex device);
-
 }  // namespace torch_openreg

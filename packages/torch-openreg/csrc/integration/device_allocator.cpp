@@ -9,8 +9,9 @@
 #include <memory>
 #include <vector>
 
-#include "memory/block_pool.h"
+#include "base/address_ranges.h"
 #include "base/device.h"
+#include "memory/block_pool.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
 
@@ -62,14 +63,6 @@ c10::DataPtr DeviceAllocator::ownerOf(void* devicePointer) {
 
 void DeviceAllocator::freeByPointer(void* devicePointer) {
   freeBlock(blockPool(deviceOfPointer(devicePointer)).find(devicePointer));
-}
-
-c10::DeviceIndex DeviceAllocator::deviceOfPointer(void* devicePointer) {
-  orPointerAttributes attributes{};
-  OPENREG_CHECK(orPointerGetAttributes(&attributes, devicePointer));
-  TORCH_CHECK(attributes.type == orMemoryTypeDevice, "openreg: ", devicePointer,
-              " is not device memory");
-  return static_cast<c10::DeviceIndex>(attributes.device);
 }
 
 void DeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {

@@ -33,9 +33,6 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   c10::DataPtr ownerOf(void* devicePointer);
   // Frees the live allocation starting at `devicePointer`.
   void freeByPointer(void* devicePointer);
-
- private:
-  static c10::DeviceIndex deviceOfPointer(void* devicePointer);
 };
 
 DeviceAllocator& deviceAllocator();

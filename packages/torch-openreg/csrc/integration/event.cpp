@@ -31,7 +31,7 @@ void blockStream(void* event, const c10::Stream& stream) {
 
 bool queryEvent(void* event) {
   if (event == nullptr) return true;
-  return completed(orEventQuery(asEvent(event)), "orEventQuery");
+  return completed(orEventQuery(asEvent(event)));
 }
 
 void synchronizeEvent(void* event) {
@@ -48,7 +48,7 @@ double elapsedMilliseconds(void* start, void* end) {
 }
 
 void destroyEvent(void* event) noexcept {
-  if (event != nullptr && orEventDestroy(asEvent(event)) != orSuccess) orGetLastError();
+  if (event != nullptr) succeeded(orEventDestroy(asEvent(event)));
 }
 
 }  // namespace torch_openreg

@@ -18,9 +18,7 @@ void checkType(const c10::Device& device) {
 
 c10::Device GuardImpl::exchangeDevice(c10::Device device) const {
   checkType(device);
-  const c10::Device previous = getDevice();
-  if (previous.index() != device.index()) setDevice(device);
-  return previous;
+  return openregDevice(torch_openreg::exchangeDevice(device.index()));
 }
 
 c10::Device GuardImpl::getDevice() const { return openregDevice(currentDevice()); }
@@ -31,7 +29,7 @@ void GuardImpl::setDevice(c10::Device device) const {
 }
 
 void GuardImpl::uncheckedSetDevice(c10::Device device) const noexcept {
-  if (orSetDevice(device.index()) != orSuccess) orGetLastError();
+  succeeded(orSetDevice(device.index()));
 }
 
 c10::DeviceIndex GuardImpl::deviceCount() const noexcept { return torch_openreg::deviceCount(); }
@@ -50,7 +48,8 @@ c10::Stream GuardImpl::getDefaultStream(c10::Device device) const {
 }
 
 c10::Stream GuardImpl::getStreamFromGlobalPool(c10::Device device, bool isHighPriority) const {
-  return streamFromPool(device.index(), isHighPriority ? kGreatestPriority : kLeastPriority);
+  const PriorityRange range = priorityRange();
+  return streamFromPool(device.index(), isHighPriority ? range.greatest : range.least);
 }
 
 c10::Stream GuardImpl::getNewStream(c10::Device device, int priority) const {

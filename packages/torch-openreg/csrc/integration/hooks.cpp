@@ -3,6 +3,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "base/address_ranges.h"
 #include "base/device.h"
 #include "integration/generator.h"
 #include "integration/host_allocator.h"
@@ -28,9 +29,7 @@ void Hooks::setCurrentDevice(c10::DeviceIndex device) const { torch_openreg::set
 c10::DeviceIndex Hooks::getCurrentDevice() const { return currentDevice(); }
 
 c10::DeviceIndex Hooks::exchangeDevice(c10::DeviceIndex device) const {
-  const c10::DeviceIndex previous = currentDevice();
-  if (device >= 0 && device != previous) torch_openreg::setCurrentDevice(device);
-  return previous;
+  return torch_openreg::exchangeDevice(device);
 }
 
 c10::DeviceIndex Hooks::maybeExchangeDevice(c10::DeviceIndex device) const {
@@ -42,11 +41,7 @@ bool Hooks::isPinnedPtr(const void* data) const { return HostAllocator::isPinned
 at::Allocator* Hooks::getPinnedMemoryAllocator() const { return &hostAllocator(); }
 
 at::Device Hooks::getDeviceFromPtr(void* data) const {
-  orPointerAttributes attributes{};
-  OPENREG_CHECK(orPointerGetAttributes(&attributes, data));
-  TORCH_CHECK(attributes.type == orMemoryTypeDevice, "pointer ", data,
-              " is not openreg device memory");
-  return openregDevice(static_cast<c10::DeviceIndex>(attributes.device));
+  return openregDevice(deviceOfPointer(data));
 }
 
 const at::Generator& Hooks::getDefaultGenerator(c10::DeviceIndex device) const {

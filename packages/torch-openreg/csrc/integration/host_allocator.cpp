@@ -62,7 +62,7 @@ class HostCache {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [size, blocks] : freeBySize_) {
       for (PinnedBlock* block : blocks) {
-        if (orFreeHost(block->pointer) != orSuccess) orGetLastError();
+        succeeded(orFreeHost(block->pointer));
         stats_.allocations.decrease(1);
         stats_.allocated_bytes.decrease(block->size);
         ++stats_.num_host_free;
@@ -151,10 +151,7 @@ void HostAllocator::reset_peak_stats() {
 
 bool HostAllocator::isPinned(const void* pointer) {
   orPointerAttributes attributes{};
-  if (orPointerGetAttributes(&attributes, pointer) != orSuccess) {
-    orGetLastError();
-    return false;
-  }
+  if (!succeeded(orPointerGetAttributes(&attributes, pointer))) return false;
   return attributes.type == orMemoryTypeHost;
 }
 

@@ -14,15 +14,14 @@
 namespace torch_openreg {
 namespace {
 
-constexpr int kPriorityLevels = kLeastPriority - kGreatestPriority + 1;
-constexpr int kPoolSize = kPriorityLevels * kStreamsPerPriority;
+constexpr int kPoolSize = kMaxPriorityLevels * kStreamsPerPriority;
 
 struct DevicePool {
   std::once_flag defaultOnce;
   std::atomic<orStream_t> defaultHandle{nullptr};
   std::mutex creation;
   std::array<std::atomic<orStream_t>, kPoolSize> handles{};
-  std::array<std::atomic<uint32_t>, kPriorityLevels> nextSlot{};
+  std::array<std::atomic<uint32_t>, kMaxPriorityLevels> nextSlot{};
 };
 
 std::array<DevicePool, OPENREG_MAX_DEVICES>& pools() {
@@ -33,8 +32,9 @@ std::array<DevicePool, OPENREG_MAX_DEVICES>& pools() {
 thread_local std::array<c10::StreamId, OPENREG_MAX_DEVICES> currentIds{};  // 0: default
 
 int levelOf(int priority) {
-  const int clamped = std::clamp(priority, kGreatestPriority, kLeastPriority);
-  return kLeastPriority - clamped;  // 0 for the least priority
+  const PriorityRange range = priorityRange();
+  const int clamped = std::clamp(priority, range.greatest, range.least);
+  return range.least - clamped;  // 0 for the least priority
 }
 
 c10::Stream makeStream(c10::DeviceIndex device, c10::StreamId id) {
@@ -60,7 +60,7 @@ orStream_t poolHandle(c10::DeviceIndex device, int index) {
   if (orStream_t handle = pool.handles[index].load()) return handle;
   DeviceScope scope(device);
   orStream_t handle = nullptr;
-  const int priority = kLeastPriority - index / kStreamsPerPriority;
+  const int priority = priorityRange().least - index / kStreamsPerPriority;
   OPENREG_CHECK(orStreamCreateWithPriority(&handle, orStreamDefault, priority));
   pool.handles[index].store(handle, std::memory_order_release);
   markDeviceUsed(device);
@@ -70,11 +70,28 @@ orStream_t poolHandle(c10::DeviceIndex device, int index) {
 void checkOpenRegStream(const c10::Stream& stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "expected an openreg stream, got a ",
               stream.device_type(), " stream");
-  TORCH_CHECK(stream.id() >= 0 && stream.id() <= kPoolSize, "invalid openreg stream id ", stream.id());
+  const PriorityRange range = priorityRange();
+  const int64_t poolStreams = (range.least - range.greatest + 1) * kStreamsPerPriority;
+  TORCH_CHECK(stream.id() >= 0 && stream.id() <= poolStreams, "invalid openreg stream id ", stream.id());
   checkedDevice(stream.device_index());
 }
 
+PriorityRange queryPriorityRange() {
+  PriorityRange range{};
+  OPENREG_CHECK(orDeviceGetStreamPriorityRange(&range.least, &range.greatest));
+  TORCH_CHECK(range.least - range.greatest + 1 <= kMaxPriorityLevels,
+              "openreg: the runtime offers stream priorities ", range.least, "..", range.greatest,
+              ", more levels than this build of torch-openreg supports (", kMaxPriorityLevels,
+              "); rebuild torch-openreg against this runtime");
+  return range;
+}
+
 }  // namespace
+
+PriorityRange priorityRange() {
+  static const PriorityRange range = queryPriorityRange();
+  return range;
+}
 
 orStream_t nativeHandle(const c10::Stream& stream) {
   checkOpenRegStream(stream);
@@ -106,12 +123,12 @@ c10::Stream streamFromPool(c10::DeviceIndex device, int priority) {
 
 int streamPriority(const c10::Stream& stream) {
   checkOpenRegStream(stream);
-  if (stream.id() == 0) return kLeastPriority;
-  return kLeastPriority - static_cast<int>((stream.id() - 1) / kStreamsPerPriority);
+  if (stream.id() == 0) return priorityRange().least;
+  return priorityRange().least - static_cast<int>((stream.id() - 1) / kStreamsPerPriority);
 }
 
 bool queryStream(const c10::Stream& stream) {
-  return completed(orStreamQuery(nativeHandle(stream)), "orStreamQuery");
+  return completed(orStreamQuery(nativeHandle(stream)));
 }
 
 void synchronizeStream(const c10::Stream& stream) {

@@ -13,8 +13,16 @@
 namespace torch_openreg {
 
 constexpr int kStreamsPerPriority = 32;
-constexpr int kLeastPriority = 0;
-constexpr int kGreatestPriority = -2;
+// Pools are sized for at most this many priority levels; the runtime's range
+// (orDeviceGetStreamPriorityRange) must fit.
+constexpr int kMaxPriorityLevels = 8;
+
+struct PriorityRange {
+  int least;     // the default priority
+  int greatest;  // numerically lowest
+};
+// The runtime's stream priority range (asked once).
+PriorityRange priorityRange();
 
 // The runtime handle behind a c10::Stream of the openreg device.
 orStream_t nativeHandle(const c10::Stream& stream);

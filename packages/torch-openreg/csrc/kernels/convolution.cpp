@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/async_functional.h"
+#include "engine/functional_kernel.h"
 
 namespace torch_openreg {
 namespace {

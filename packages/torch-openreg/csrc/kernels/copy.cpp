@@ -21,10 +21,6 @@
 namespace torch_openreg {
 namespace {
 
-bool isOpenReg(const at::Tensor& tensor) {
-  return tensor.device().type() == c10::DeviceType::PrivateUse1;
-}
-
 bool isPinned(const at::Tensor& tensor) {
   return tensor.has_storage() && HostAllocator::isPinned(tensor.storage().data());
 }

@@ -2,7 +2,7 @@
 //
 // For non-CPU devices, nn.LSTM/GRU (and the cells) call _thnn_fused_*_cell,
 // which only CUDA implements. These kernels compute the same cells with ATen
-// operations, asynchronously (async_functional.h). The workspace layout is
+// operations, asynchronously (functional_kernel.h). The workspace layout is
 // private to this file (forward and backward are both defined here): LSTM
 // keeps the activated gates [i, f, g, o]; GRU keeps [r, z, n, hidden_n, hx].
 #include <ATen/TensorOperators.h>
@@ -16,7 +16,7 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/async_functional.h"
+#include "engine/functional_kernel.h"
 
 namespace torch_openreg {
 namespace {

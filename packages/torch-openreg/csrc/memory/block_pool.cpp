@@ -144,7 +144,7 @@ void BlockPool::throwOutOfMemory(size_t requested, size_t segmentSize) {
   size_t free = 0, total = 0;
   {
     DeviceScope scope(device_);
-    if (orMemGetInfo(&free, &total) != orSuccess) orGetLastError();
+    succeeded(orMemGetInfo(&free, &total));
   }
   const auto all = static_cast<size_t>(StatType::AGGREGATE);
   TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device ", static_cast<int>(device_),
@@ -249,10 +249,9 @@ std::vector<std::pair<orStream_t, orEvent_t>> BlockPool::takePendingUses(Block* 
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::pair<orStream_t, orEvent_t>> pending;
   for (const auto& [stream, event] : block->recordedUses) {
-    if (orEventQuery(event) == orSuccess) {
-      orEventDestroy(event);
+    if (succeeded(orEventQuery(event))) {
+      succeeded(orEventDestroy(event));
     } else {
-      orGetLastError();
       pending.emplace_back(stream, event);
     }
   }
@@ -285,7 +284,7 @@ void BlockPool::releaseFreeSegments() {
       if (block != head) delete block;
       block = next;
     }
-    if (orFree(head->pointer) != orSuccess) orGetLastError();
+    succeeded(orFree(head->pointer));
     ++stats_.num_device_free;
     updateStat(stats_.segment, small, -1);
     updateStat(stats_.reserved_bytes, small, -static_cast<int64_t>(segmentSize));

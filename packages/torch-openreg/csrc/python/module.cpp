@@ -1,8 +1,8 @@
 // module.cpp — torch_openreg._C: registration entry point and Python helpers.
 //
 // Importing _C registers the allocators, guard and kernels (static
-// initialisers in their files); _init() then registers the hooks, installs the
-// kernel allocator and validates OPENREG_FALLBACK. The functions below back
+// initialisers in their files); _init() then registers the hooks and the
+// CPU-kernel preferences and validates OPENREG_FALLBACK. The functions below back
 // torch.openreg; names mirror torch.cuda's private _C functions.
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
@@ -17,6 +17,7 @@
 #include "integration/generator.h"
 #include "integration/hooks.h"
 #include "engine/kernel_allocator.h"
+#include "engine/plan.h"
 #include "base/runtime_check.h"
 #include "integration/event.h"
 #include "integration/stream.h"
@@ -30,7 +31,6 @@ void initialize() {
   static std::once_flag once;
   std::call_once(once, [] {
     registerHooks();
-    installKernelAllocator();
     preferCpuKernels();
   });
   fallbackMode();  // throws with a clear message if OPENREG_FALLBACK is invalid
@@ -57,9 +57,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_device", [] { return static_cast<int>(currentDevice()); });
   m.def("_set_device", [](int device) { setCurrentDevice(static_cast<c10::DeviceIndex>(device)); });
   m.def("_exchange_device", [](int device) {
-    const c10::DeviceIndex previous = currentDevice();
-    if (device >= 0 && device != previous) setCurrentDevice(static_cast<c10::DeviceIndex>(device));
-    return static_cast<int>(previous);
+    return static_cast<int>(exchangeDevice(static_cast<c10::DeviceIndex>(device)));
   });
   m.def("_synchronize", [](int device) { synchronizeDevice(static_cast<c10::DeviceIndex>(device)); });
   m.def("_is_initialized", [] {
@@ -91,13 +89,30 @@ PYBIND11_MODULE(_C, m) {
   m.def("_event_elapsed_time", [](int64_t start, int64_t end) {
     return elapsedMilliseconds(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end));
   });
-  m.def("_stream_priority_range", [] { return std::make_pair(kLeastPriority, kGreatestPriority); });
+  m.def("_stream_priority_range", [] {
+    const PriorityRange range = priorityRange();
+    return std::make_pair(range.least, range.greatest);
+  });
   // Tells torch's Python layer that openreg is initialised (it is, from the
   // moment torch_openreg registered it); torch gates some device-generic calls
   // on this flag, e.g. torch.accelerator.empty_host_cache().
   m.def("_output_placement_counts", [] {
     const OutputPlacementCounts counts = outputPlacementCounts();
     return std::make_pair(counts.inPlace, counts.copied);
+  });
+  m.def("_plan_cache_info", [] {
+    const PlanCacheInfo info = planCacheInfo();
+    py::dict result;
+    result["size"] = info.size;
+    result["capacity"] = info.capacity;
+    result["hits"] = info.hits;
+    result["misses"] = info.misses;
+    result["evictions"] = info.evictions;
+    return result;
+  });
+  m.def("_set_plan_cache_capacity", [](size_t capacity) {
+    TORCH_CHECK(capacity > 0, "the plan cache capacity must be at least 1");
+    setPlanCacheCapacity(capacity);
   });
   m.def("_mark_initialized", [] { torch::utils::device_lazy_init(at::kPrivateUse1); });
   m.def("_check_runtime", [] {

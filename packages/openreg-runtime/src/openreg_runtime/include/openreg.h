@@ -149,6 +149,19 @@ OR_API orError_t orGetKernelPointer(void** kernelPtr, const void* devPtr);
 /* The inverse translation. */
 OR_API orError_t orGetDevicePointer(void** devPtr, const void* kernelPtr);
 
+/* Where a device's memory lives: device addresses are [deviceBase,
+ * deviceBase + size) and kernel-view addresses [kernelBase, kernelBase +
+ * size); orGetKernelPointer adds kernelBase - deviceBase. Both ranges are
+ * fixed for the life of the process, so a caller on a hot path may cache them
+ * to translate pointers without a call, or to tell a kernel-view address from
+ * host memory without a failing call. Activates the device. */
+typedef struct orDeviceAddressRange {
+  void* deviceBase;
+  void* kernelBase;
+  size_t size;
+} orDeviceAddressRange;
+OR_API orError_t orDeviceGetAddressRange(orDeviceAddressRange* range, int device);
+
 /* ---- Streams ------------------------------------------------------------ */
 /* Priorities range from 0 (least, the default) to -2 (greatest); lower
  * numbers mean higher priority, as in CUDA. */

@@ -1,0 +1,79 @@
+// functional_kernel.cpp — planning and launch of functional native kernels.
+#include "engine/functional_kernel.h"
+
+#include <exception>
+#include <memory>
+#include <utility>
+
+#include "engine/kernel_allocator.h"
+#include "engine/kernel_context.h"
+#include "engine/kernel_launch.h"
+#include "engine/meta_shadow.h"
+#include "engine/plan.h"
+
+namespace torch_openreg {
+namespace {
+
+void planFunctionOnMeta(const std::vector<at::Tensor>& inputs, const TensorFunction& function,
+                        Plan& plan) {
+  MetaShadows shadows;
+  std::vector<at::Tensor> metaInputs;
+  metaInputs.reserve(inputs.size());
+  for (const at::Tensor& input : inputs) metaInputs.push_back(shadows.shadow(input));
+  try {
+    for (const at::Tensor& output : function(metaInputs)) {
+      plan.results.push_back(Plan::Result{-1, TensorLayout::of(output)});
+    }
+  } catch (const std::exception&) {
+    plan.makeSynchronous();  // no meta form: the synchronous run raises real errors
+  }
+}
+
+std::vector<at::Tensor> runNow(c10::DeviceIndex device, const std::vector<at::Tensor>& inputs,
+                               const TensorFunction& function) {
+  std::vector<at::Tensor> results;
+  runOnDevice(device, [&] {
+    KernelContext context(device);
+    std::vector<at::Tensor> aliases;
+    aliases.reserve(inputs.size());
+    for (const at::Tensor& input : inputs) aliases.push_back(context.alias(input));
+    for (const at::Tensor& result : function(aliases)) results.push_back(context.adopt(result));
+  });
+  return results;
+}
+
+std::vector<at::Tensor> runFirstCall(c10::DeviceIndex device, const std::vector<at::Tensor>& inputs,
+                                     const TensorFunction& function, const PlanTicket& ticket) {
+  std::vector<at::Tensor> results = runNow(device, inputs, function);
+  const std::vector<c10::IValue> values(results.begin(), results.end());
+  confirmPlan(ticket, values, {});
+  return results;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at::Tensor> inputs,
+                                         TensorFunction function, const FunctionSignature& signature) {
+  const PlanTicket ticket =
+      lookUpPlan(PlanKey::forFunction(signature.name, signature.parameters, inputs),
+                 [&](Plan& plan) { planFunctionOnMeta(inputs, function, plan); });
+  if (ticket.firstCall()) return runFirstCall(device, inputs, function, ticket);
+  if (ticket.plan->synchronous) return runNow(device, inputs, function);
+
+  std::shared_ptr<const Plan> plan = ticket.plan;
+  KernelContext context(device);
+  std::vector<at::Tensor> outputs, inputAliases, outputAliases;
+  for (const at::Tensor& input : inputs) inputAliases.push_back(context.alias(input));
+  for (const Plan::Result& result : plan->results) {
+    outputs.push_back(emptyWithLayout(result.layout, device));
+    outputAliases.push_back(context.alias(outputs.back()));
+  }
+  launchOnDevice(device, [inputAliases, outputAliases, function = std::move(function), plan] {
+    const OutputReservations reserved(outputAliases, &plan->placement);
+    const std::vector<at::Tensor> results = function(inputAliases);
+    for (size_t i = 0; i < outputAliases.size(); ++i) reserved.place(i, results[i]);
+  });
+  return outputs;
+}
+
+}  // namespace torch_openreg

@@ -1,0 +1,117 @@
+// operator_plan.cpp — meta planning of boxed operator calls.
+#include "engine/operator_plan.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "engine/fallback_arguments.h"
+#include "engine/meta_shadow.h"
+#include "engine/out_variant.h"
+
+namespace torch_openreg {
+namespace {
+
+c10::IValue shadowArgument(const c10::IValue& value, const c10::Argument& argument,
+                           MetaShadows& shadows) {
+  if (value.isTensor() || value.isList()) {
+    return mapTensors(value, [&](const at::Tensor& tensor) { return shadows.shadow(tensor); });
+  }
+  if (value.isDevice() && value.toDevice().type() == c10::DeviceType::PrivateUse1) {
+    return c10::Device(c10::DeviceType::Meta);
+  }
+  if (isGeneratorType(argument.type())) return c10::IValue();  // meta kernels draw nothing
+  return value;
+}
+
+class SilentWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& /*warning*/) override {}
+};
+
+// Runs the meta kernel; false if it raised (no meta kernel, a data-dependent
+// shape, or an invalid call: the synchronous path raises the real error).
+bool runOnMeta(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
+  // Planning is a probe: its warnings are not the user's (the first call runs
+  // the real kernel synchronously, whose warnings are reported).
+  SilentWarnings silent;
+  c10::WarningUtils::WarningHandlerGuard quiet(&silent);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// The results as plan entries; false for a result the plan cannot describe
+// (a non-tensor value the caller needs now, or a view).
+bool describeResults(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+                     const MetaShadows& shadows, Plan& plan) {
+  c10::SmallVector<const c10::StorageImpl*, 4> outputStorages;
+  for (size_t i = 0; i < stack.size(); ++i) {
+    Plan::Result result;
+    if (std::optional<size_t> mutated = mutatedArgumentOf(schema, i)) {
+      result.mutatedArgument = static_cast<int>(*mutated);
+    } else {
+      if (!stack[i].isTensor()) return false;
+      const at::Tensor& output = stack[i].toTensor();
+      if (output.defined()) {
+        const c10::StorageImpl* storage = output.storage().unsafeGetStorageImpl();
+        const bool shared =
+            std::find(outputStorages.begin(), outputStorages.end(), storage) != outputStorages.end();
+        if (shadows.aliasesShadow(output) || shared) return false;
+        outputStorages.push_back(storage);
+      }
+      result.layout = TensorLayout::of(output);
+    }
+    plan.results.push_back(std::move(result));
+  }
+  return true;
+}
+
+// out= arguments the meta kernel resized.
+void describeArgumentLayouts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> arguments,
+                             c10::ArrayRef<c10::IValue> shadowed, Plan& plan) {
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (!isMutable(schema.arguments()[i]) || !arguments[i].isTensor()) continue;
+    const at::Tensor& original = arguments[i].toTensor();
+    const at::Tensor& meta = shadowed[i].toTensor();
+    if (original.defined() && !TensorLayout::of(meta).matches(original)) {
+      plan.argumentLayouts.emplace_back(i, TensorLayout::of(meta));
+    }
+  }
+}
+
+bool mutatesArguments(const c10::FunctionSchema& schema) {
+  return std::any_of(schema.arguments().begin(), schema.arguments().end(),
+                     [](const c10::Argument& argument) { return isMutable(argument); });
+}
+
+}  // namespace
+
+void planOperatorOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments, Plan& plan) {
+  if (hasNestedTensor(arguments)) return plan.makeSynchronous();
+  const c10::FunctionSchema& schema = op.schema();
+  MetaShadows shadows;
+  torch::jit::Stack stack;
+  stack.reserve(arguments.size());
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    stack.push_back(shadowArgument(arguments[i], schema.arguments()[i], shadows));
+  }
+  const std::vector<c10::IValue> shadowed(stack.begin(), stack.end());
+  if (!runOnMeta(op, stack) || !describeResults(schema, stack, shadows, plan)) {
+    return plan.makeSynchronous();
+  }
+  describeArgumentLayouts(schema, arguments, shadowed, plan);
+  // out= kernels only for purely functional operators: retrying one that
+  // failed must not repeat side effects on mutated arguments.
+  if (plan.newOutputCount() > 0 && !mutatesArguments(schema)) plan.outVariant = outVariantOf(op);
+}
+
+PlanTicket planOperatorCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments) {
+  return lookUpPlan(PlanKey::forOperator(op, arguments),
+                    [&](Plan& plan) { planOperatorOnMeta(op, arguments, plan); });
+}
+
+}  // namespace torch_openreg
