@@ -1,7 +1,9 @@
-// kernel_launch.cpp — stream launch with TLS propagation and error transport.
+// kernel_launch.cpp — stream launch, the kernel's thread state, error transport.
 #include "engine/kernel_launch.h"
 
-#include <ATen/ThreadLocalState.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <Python.h>
 #include <c10/util/Exception.h>
 
@@ -54,15 +56,22 @@ class WorkerWarnings final : public c10::WarningHandler {
   std::vector<c10::Warning> kept_;
 };
 
-// What every piece of kernel work does around its body, on the worker: the
-// caller's PyTorch state, allocations from the device, the launching stream
-// as the worker's current stream (so allocations are tagged with it), and
-// the warning handler.
+// What every piece of kernel work does around its body, on the worker:
+// allocations from the device, the launching stream as the worker's current
+// stream (so allocations are tagged with it), the warning handler, and the
+// thread state a kernel runs in. That state is fixed, not the caller's: a
+// kernel is an operator already dispatched past autograd, Python modes and
+// autocast, so the operators it calls internally run below autograd with
+// gradients off, on CPU aliases — the caller's modes (a TorchDispatchMode,
+// CPU autocast, vmap levels) must not apply to them again. Not carrying the
+// caller's at::ThreadLocalState also keeps its capture off the host's hot
+// path and its restore off the worker's. The one exception is inference
+// mode: tensors a synchronous kernel creates become the caller's results,
+// and a TensorImpl is an inference tensor if it is made in inference mode.
 class KernelScope {
  public:
-  KernelScope(const at::ThreadLocalState& callerState, const c10::Stream& stream,
-              WorkerWarnings* warnings)
-      : state_(callerState),
+  KernelScope(const c10::Stream& stream, bool inferenceMode, WorkerWarnings* warnings)
+      : inference_(inferenceMode),
         allocations_(stream.device_index()),
         previousStream_(exchangeStream(stream)),
         warnings_(warnings) {}
@@ -71,7 +80,9 @@ class KernelScope {
   KernelScope& operator=(const KernelScope&) = delete;
 
  private:
-  at::ThreadLocalStateGuard state_;
+  c10::InferenceMode inference_;
+  at::AutoDispatchBelowADInplaceOrView belowAutograd_;
+  c10::AutoGradMode noGrad_{false};
   KernelAllocationScope allocations_;
   c10::Stream previousStream_;
   c10::WarningUtils::WarningHandlerGuard warnings_;
@@ -86,8 +97,8 @@ class KernelScope {
 // (measured: ~13% of host samples in _int_malloc, ~22% in futex waits).
 struct Launch {
   std::function<void()> body;
-  at::ThreadLocalState callerState;
   c10::Stream stream;
+  bool inferenceMode;
   Launch* next = nullptr;
 };
 
@@ -113,7 +124,7 @@ void runLaunch(void* data) {
   auto* launch = static_cast<Launch*>(data);
   {
     WorkerWarnings dropped(false);
-    KernelScope scope(launch->callerState, launch->stream, &dropped);
+    KernelScope scope(launch->stream, launch->inferenceMode, &dropped);
     try {
       launch->body();
     } catch (const c10::Error& error) {
@@ -145,7 +156,7 @@ void launchOnDevice(c10::DeviceIndex device, std::function<void()> body) {
   }
   reclaimFinishedLaunches();
   const c10::Stream stream = launchStream(device);
-  auto* launch = new Launch{std::move(body), at::ThreadLocalState(), stream};
+  auto* launch = new Launch{std::move(body), stream, c10::InferenceMode::is_enabled()};
   const orError_t status = orLaunchHostFunc(nativeHandle(stream), &runLaunch, launch);
   if (status != orSuccess) delete launch;
   OPENREG_CHECK(status);
@@ -158,11 +169,11 @@ void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body) {
     return;
   }
   const c10::Stream stream = launchStream(device);
-  const at::ThreadLocalState callerState;
+  const bool inferenceMode = c10::InferenceMode::is_enabled();
   std::exception_ptr failure;
   WorkerWarnings warnings(true);
   auto work = [&] {
-    KernelScope scope(callerState, stream, &warnings);
+    KernelScope scope(stream, inferenceMode, &warnings);
     try {
       body();
     } catch (...) {

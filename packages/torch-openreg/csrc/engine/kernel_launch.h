@@ -4,9 +4,10 @@
 // device: that is where the runtime allows kernel-view addresses. Work is
 // asynchronous, as on CUDA: launchOnDevice() enqueues and returns at once, and
 // the work owns everything it uses (tensors captured by value stay alive, and
-// their memory allocated, until it has run). The caller's thread-local PyTorch
-// state (grad mode, dispatch-key exclusions, ...) travels with the work, and
-// CPU allocations inside it come from the device (KernelAllocationScope).
+// their memory allocated, until it has run). Work runs below autograd with
+// gradients off (it is an operator already dispatched; the caller's modes do
+// not apply to what it calls internally), and CPU allocations inside it come
+// from the device (KernelAllocationScope).
 //
 // A failure inside asynchronous work is reported by the next synchronizing
 // call (stream/event/device synchronize, .cpu(), .item(), ...) with the
