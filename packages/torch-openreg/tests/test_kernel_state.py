@@ -36,7 +36,7 @@ class RecordOps(TorchDispatchMode):
         super().__init__()
         self.seen: list[tuple[str, str]] = []
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         devices = {a.device.type for a in args if isinstance(a, torch.Tensor)}
         self.seen.append((str(func), ",".join(sorted(devices))))
         return func(*args, **(kwargs or {}))
