@@ -27,11 +27,13 @@
 #include <vector>
 
 #include "base/device.h"
+#include "base/environment.h"
 #include "integration/device_allocator.h"
 #include "engine/fallback_arguments.h"
 #include "engine/kernel_allocator.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
+#include "engine/launch_context.h"
 #include "engine/operator_plan.h"
 #include "engine/plan.h"
 #include "engine/tensor_layout.h"
@@ -44,11 +46,11 @@ using Arguments = std::vector<c10::IValue>;
 // ---- Synchronous path --------------------------------------------------------
 
 std::vector<c10::IValue> runSynchronously(const c10::OperatorHandle& op, const Arguments& arguments,
-                                          c10::DeviceIndex device) {
+                                          const LaunchContext& launch) {
   const c10::FunctionSchema& schema = op.schema();
   std::vector<c10::IValue> results;
-  runOnDevice(device, [&] {
-    KernelContext context(device);
+  runOnDevice(launch, [&] {
+    KernelContext context(launch.device);
     torch::jit::Stack cpuStack;
     cpuStack.reserve(arguments.size());
     for (size_t i = 0; i < arguments.size(); ++i) {
@@ -223,7 +225,7 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
 }
 
 std::vector<c10::IValue> launchPlanned(const c10::OperatorHandle& op, const Arguments& arguments,
-                                       c10::DeviceIndex device, std::shared_ptr<const Plan> plan) {
+                                       const LaunchContext& launch, std::shared_ptr<const Plan> plan) {
   applyArgumentLayouts(*plan, arguments);
   std::vector<c10::IValue> results;
   c10::SmallVector<at::Tensor, 2> outputs;
@@ -231,13 +233,13 @@ std::vector<c10::IValue> launchPlanned(const c10::OperatorHandle& op, const Argu
     if (result.mutatedArgument >= 0) {
       results.push_back(arguments[result.mutatedArgument]);
     } else {
-      outputs.push_back(emptyWithLayout(result.layout, device));
+      outputs.push_back(emptyWithLayout(result.layout, launch));
       results.emplace_back(outputs.back());
     }
   }
   const std::optional<Arguments> snapshot = snapshotHostTensors(arguments);
-  auto kernel = prepare(op, snapshot ? *snapshot : arguments, outputs, device, std::move(plan));
-  launchOnDevice(device, [kernel] { kernel->run(); });
+  auto kernel = prepare(op, snapshot ? *snapshot : arguments, outputs, launch.device, std::move(plan));
+  launchOnDevice(launch, [kernel] { kernel->run(); });
   return results;
 }
 
@@ -255,9 +257,9 @@ std::vector<TensorLayout> mutableLayouts(const c10::OperatorHandle& op, const Ar
 }
 
 std::vector<c10::IValue> runFirstCall(const c10::OperatorHandle& op, const Arguments& arguments,
-                                      c10::DeviceIndex device, const PlanTicket& ticket) {
+                                      const LaunchContext& launch, const PlanTicket& ticket) {
   const std::vector<TensorLayout> before = mutableLayouts(op, arguments);
-  std::vector<c10::IValue> results = runSynchronously(op, arguments, device);
+  std::vector<c10::IValue> results = runSynchronously(op, arguments, launch);
   std::vector<std::pair<size_t, TensorLayout>> changed;
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (!before[i].defined || !arguments[i].isTensor()) continue;
@@ -273,27 +275,26 @@ std::vector<c10::IValue> runFirstCall(const c10::OperatorHandle& op, const Argum
 void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t argumentCount = op.schema().arguments().size();
   Arguments arguments(stack->end() - argumentCount, stack->end());
-  const c10::DeviceIndex device = findDevice(op, arguments);
+  const LaunchContext launch = LaunchContext::forDevice(findDevice(op, arguments));
   const PlanTicket ticket = planOperatorCall(op, arguments);
   std::vector<c10::IValue> results;
   if (ticket.firstCall()) {
-    results = runFirstCall(op, arguments, device, ticket);
+    results = runFirstCall(op, arguments, launch, ticket);
   } else if (ticket.plan->synchronous) {
-    results = runSynchronously(op, arguments, device);
+    results = runSynchronously(op, arguments, launch);
   } else {
-    results = launchPlanned(op, arguments, device, ticket.plan);
+    results = launchPlanned(op, arguments, launch, ticket.plan);
   }
   torch::jit::drop(*stack, argumentCount);
   for (c10::IValue& result : results) stack->push_back(std::move(result));
 }
 
 FallbackMode readFallbackMode() {
-  const char* raw = std::getenv("OPENREG_FALLBACK");
-  const std::string value = raw == nullptr ? "" : raw;
-  if (value.empty() || value == "inplace") return FallbackMode::InPlace;
-  if (value == "copy") return FallbackMode::Copy;
-  TORCH_CHECK(false, "OPENREG_FALLBACK='", value,
-              "' is invalid: use 'inplace' (the default) or 'copy' (copy-based comparison mode)");
+  const std::string value =
+      environmentChoice("OPENREG_FALLBACK", {"inplace", "copy"}, "inplace",
+                        "'inplace' runs CPU kernels on device memory, the default; 'copy' copies "
+                        "through the host as PyTorch's reference OpenReg does, for comparison");
+  return value == "copy" ? FallbackMode::Copy : FallbackMode::InPlace;
 }
 
 }  // namespace
@@ -307,6 +308,11 @@ std::string fallbackModeName() { return fallbackMode() == FallbackMode::Copy ? "
 
 void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
   if (fallbackMode() == FallbackMode::Copy) {
+    // The same device rules as the default mode (cpu_fallback would copy
+    // tensors of any devices to the host without complaint).
+    const size_t argumentCount = op.schema().arguments().size();
+    findDevice(op, c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - argumentCount,
+                                              argumentCount));
     at::native::cpu_fallback(op, stack);
     return;
   }

@@ -29,11 +29,11 @@ void planFunctionOnMeta(const std::vector<at::Tensor>& inputs, const TensorFunct
   }
 }
 
-std::vector<at::Tensor> runNow(c10::DeviceIndex device, const std::vector<at::Tensor>& inputs,
+std::vector<at::Tensor> runNow(const LaunchContext& launch, const std::vector<at::Tensor>& inputs,
                                const TensorFunction& function) {
   std::vector<at::Tensor> results;
-  runOnDevice(device, [&] {
-    KernelContext context(device);
+  runOnDevice(launch, [&] {
+    KernelContext context(launch.device);
     std::vector<at::Tensor> aliases;
     aliases.reserve(inputs.size());
     for (const at::Tensor& input : inputs) aliases.push_back(context.alias(input));
@@ -42,9 +42,9 @@ std::vector<at::Tensor> runNow(c10::DeviceIndex device, const std::vector<at::Te
   return results;
 }
 
-std::vector<at::Tensor> runFirstCall(c10::DeviceIndex device, const std::vector<at::Tensor>& inputs,
+std::vector<at::Tensor> runFirstCall(const LaunchContext& launch, const std::vector<at::Tensor>& inputs,
                                      const TensorFunction& function, const PlanTicket& ticket) {
-  std::vector<at::Tensor> results = runNow(device, inputs, function);
+  std::vector<at::Tensor> results = runNow(launch, inputs, function);
   const std::vector<c10::IValue> values(results.begin(), results.end());
   confirmPlan(ticket, values, {});
   return results;
@@ -57,18 +57,19 @@ std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at
   const PlanTicket ticket =
       lookUpPlan(PlanKey::forFunction(signature.name, signature.parameters, inputs),
                  [&](Plan& plan) { planFunctionOnMeta(inputs, function, plan); });
-  if (ticket.firstCall()) return runFirstCall(device, inputs, function, ticket);
-  if (ticket.plan->synchronous) return runNow(device, inputs, function);
+  const LaunchContext launch = LaunchContext::forDevice(device);
+  if (ticket.firstCall()) return runFirstCall(launch, inputs, function, ticket);
+  if (ticket.plan->synchronous) return runNow(launch, inputs, function);
 
   std::shared_ptr<const Plan> plan = ticket.plan;
-  KernelContext context(device);
+  KernelContext context(launch.device);
   std::vector<at::Tensor> outputs, inputAliases, outputAliases;
   for (const at::Tensor& input : inputs) inputAliases.push_back(context.alias(input));
   for (const Plan::Result& result : plan->results) {
-    outputs.push_back(emptyWithLayout(result.layout, device));
+    outputs.push_back(emptyWithLayout(result.layout, launch));
     outputAliases.push_back(context.alias(outputs.back()));
   }
-  launchOnDevice(device, [inputAliases, outputAliases, function = std::move(function), plan] {
+  launchOnDevice(launch, [inputAliases, outputAliases, function = std::move(function), plan] {
     const OutputReservations reserved(outputAliases, &plan->placement);
     const std::vector<at::Tensor> results = function(inputAliases);
     for (size_t i = 0; i < outputAliases.size(); ++i) reserved.place(i, results[i]);

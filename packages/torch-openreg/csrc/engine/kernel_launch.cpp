@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/device.h"
+#include "base/environment.h"
 #include "base/kernel_thread.h"
 #include "engine/kernel_allocator.h"
 #include "base/runtime_check.h"
@@ -137,38 +138,45 @@ void runLaunch(void* data) {
   retire(launch);
 }
 
-c10::Stream launchStream(c10::DeviceIndex device) {
-  // Kernels allocate through c10's CPU allocator, which must be redirected to
-  // the device before the first one runs (and not before: a process that
-  // never launches one keeps the plain CPU allocator).
-  installKernelAllocator();
-  markDeviceUsed(device);
-  return currentStream(device);
-}
-
 }  // namespace
 
-void launchOnDevice(c10::DeviceIndex device, std::function<void()> body) {
+bool launchBlocking() {
+  static const bool blocking =
+      environmentChoice("OPENREG_LAUNCH_BLOCKING", {"0", "1"}, "0",
+                        "'1' runs every kernel synchronously, so an error is raised by the "
+                        "operator that caused it, like CUDA_LAUNCH_BLOCKING") == "1";
+  return blocking;
+}
+
+void launchOnDevice(const LaunchContext& context, std::function<void()> body) {
   if (insideKernel()) {  // a kernel calling another openreg op: already on a worker
-    KernelAllocationScope allocations(device);
+    KernelAllocationScope allocations(context.device);
     body();
     return;
   }
+  if (launchBlocking()) return runOnDevice(context, body);
   reclaimFinishedLaunches();
-  const c10::Stream stream = launchStream(device);
-  auto* launch = new Launch{std::move(body), stream, c10::InferenceMode::is_enabled()};
-  const orError_t status = orLaunchHostFunc(nativeHandle(stream), &runLaunch, launch);
+  auto* launch = new Launch{std::move(body), context.stream, c10::InferenceMode::is_enabled()};
+  const orError_t status = orLaunchHostFunc(context.handle, &runLaunch, launch);
   if (status != orSuccess) delete launch;
   OPENREG_CHECK(status);
 }
 
+void launchOnDevice(c10::DeviceIndex device, std::function<void()> body) {
+  launchOnDevice(LaunchContext::forDevice(device), std::move(body));
+}
+
 void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body) {
+  runOnDevice(LaunchContext::forDevice(device), body);
+}
+
+void runOnDevice(const LaunchContext& context, const std::function<void()>& body) {
   if (insideKernel()) {
-    KernelAllocationScope allocations(device);
+    KernelAllocationScope allocations(context.device);
     body();
     return;
   }
-  const c10::Stream stream = launchStream(device);
+  const c10::Stream& stream = context.stream;
   const bool inferenceMode = c10::InferenceMode::is_enabled();
   std::exception_ptr failure;
   WorkerWarnings warnings(true);
@@ -180,7 +188,7 @@ void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body) {
       failure = std::current_exception();
     }
   };
-  orStream_t handle = nativeHandle(stream);
+  orStream_t handle = context.handle;
   OPENREG_CHECK(openreg::launchHostFunc(handle, work));
   {
     GilRelease unlocked;

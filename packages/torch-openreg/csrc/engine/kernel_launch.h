@@ -20,14 +20,24 @@
 
 #include <functional>
 
+#include "engine/launch_context.h"
+
 namespace torch_openreg {
 
-// Enqueues `body` on the current stream of `device`; returns immediately.
+// Enqueues `body` on the context's stream; returns immediately.
+void launchOnDevice(const LaunchContext& context, std::function<void()> body);
+// The same on the current stream of `device`.
 void launchOnDevice(c10::DeviceIndex device, std::function<void()> body);
 
-// Runs `body` on the current stream of `device` after all work queued there,
-// waits for it, and rethrows its exception (if any) on the caller.
+// Runs `body` on the context's stream after all work queued there, waits for
+// it, and rethrows its exception (if any) on the caller.
+void runOnDevice(const LaunchContext& context, const std::function<void()>& body);
+// The same on the current stream of `device`.
 void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body);
+
+// OPENREG_LAUNCH_BLOCKING=1 (read once, validated): every launch waits for
+// its work and rethrows its error, like CUDA_LAUNCH_BLOCKING=1.
+bool launchBlocking();
 
 // Later work on `waiter` starts only after work queued so far on `producer`.
 void streamWaitsFor(const c10::Stream& waiter, const c10::Stream& producer);

@@ -51,12 +51,12 @@ at::Tensor tensorOver(c10::Storage storage, c10::DispatchKey key, const TensorLa
                     layout.strides, layout.storageOffset);
 }
 
-at::Tensor emptyWithLayout(const TensorLayout& layout, c10::DeviceIndex device) {
+at::Tensor emptyWithLayout(const TensorLayout& layout, const LaunchContext& context) {
   if (!layout.defined) return at::Tensor();
   // Like empty_strided: a fresh storage starts at offset 0.
   const size_t bytes =
       at::detail::computeStorageNbytes(layout.sizes, layout.strides, c10::elementSize(layout.dtype));
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, deviceAllocator().allocateOn(device, bytes),
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, deviceAllocator().allocateOn(context.device, bytes, context.handle),
                        &deviceAllocator(), /*resizable=*/true);
   return makeTensor(std::move(storage), c10::DispatchKey::PrivateUse1,
                     c10::scalarTypeToTypeMeta(layout.dtype), layout.sizes, layout.strides, 0);

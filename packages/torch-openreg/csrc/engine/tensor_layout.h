@@ -10,6 +10,8 @@
 #include <c10/core/Storage.h>
 #include <c10/util/SmallVector.h>
 
+#include "engine/launch_context.h"
+
 namespace torch_openreg {
 
 // Sizes and strides of at most 6 dimensions live inline: layouts are built
@@ -35,9 +37,9 @@ at::Tensor tensorOver(c10::Storage storage, c10::DispatchKey key, const at::Tens
 // The same with a planned layout.
 at::Tensor tensorOver(c10::Storage storage, c10::DispatchKey key, const TensorLayout& layout);
 
-// A new openreg tensor on `device` with the sizes, strides and dtype of
-// `layout` at storage offset 0 (undefined if the layout is), allocated for
-// `device`'s current stream.
-at::Tensor emptyWithLayout(const TensorLayout& layout, c10::DeviceIndex device);
+// A new openreg tensor with the sizes, strides and dtype of `layout` at
+// storage offset 0 (undefined if the layout is), allocated on the context's
+// device for its stream.
+at::Tensor emptyWithLayout(const TensorLayout& layout, const LaunchContext& context);
 
 }  // namespace torch_openreg

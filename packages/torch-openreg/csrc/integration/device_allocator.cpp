@@ -51,7 +51,11 @@ c10::DataPtr DeviceAllocator::allocate(size_t nbytes) { return allocateOn(curren
 
 c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes) {
   if (nbytes == 0) return c10::DataPtr(nullptr, openregDevice(device));
-  orStream_t stream = nativeHandle(currentStream(device));
+  return allocateOn(device, nbytes, nativeHandle(currentStream(device)));
+}
+
+c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes, orStream_t stream) {
+  if (nbytes == 0) return c10::DataPtr(nullptr, openregDevice(device));
   return dataPtrOf(blockPool(device).allocate(nbytes, stream));
 }
 

@@ -6,6 +6,8 @@
 // context is its Block.
 #pragma once
 
+#include <openreg.h>
+
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstddef>
@@ -15,7 +17,9 @@ namespace torch_openreg {
 class DeviceAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override;  // on the current device
+  // On `device`, for its current stream / for `stream` (a stream of `device`).
   c10::DataPtr allocateOn(c10::DeviceIndex device, size_t nbytes);
+  c10::DataPtr allocateOn(c10::DeviceIndex device, size_t nbytes, orStream_t stream);
   c10::DeleterFnPtr raw_deleter() const override;
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 

@@ -6,7 +6,7 @@
 // torch.openreg; names mirror torch.cuda's private _C functions.
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
 #include <thread>
@@ -17,6 +17,7 @@
 #include "integration/generator.h"
 #include "integration/hooks.h"
 #include "engine/kernel_allocator.h"
+#include "engine/kernel_launch.h"
 #include "engine/plan.h"
 #include "base/runtime_check.h"
 #include "integration/event.h"
@@ -33,7 +34,9 @@ void initialize() {
     registerHooks();
     preferCpuKernels();
   });
-  fallbackMode();  // throws with a clear message if OPENREG_FALLBACK is invalid
+  // Both raise with a clear message if the variable is invalid.
+  fallbackMode();
+  launchBlocking();
 }
 
 py::object defaultGeneratorObject(c10::DeviceIndex device) {
