@@ -23,10 +23,7 @@ class DeviceResolver {
     if (!tensor.defined()) return;
     const c10::Device device = tensor.device();
     if (device.type() == c10::DeviceType::PrivateUse1) {
-      if (!device_) {
-        device_ = device;
-        firstArgument_ = argument;
-      }
+      if (!device_) device_ = device;
       if (device != *device_) mismatch(device, argument);
       return;
     }
@@ -72,7 +69,6 @@ class DeviceResolver {
   std::optional<c10::Device> requestedDevice_;
   std::optional<c10::Device> foreign_;
   bool openregGenerator_ = false;
-  std::string firstArgument_;
   std::string foreignArgument_;
 };
 

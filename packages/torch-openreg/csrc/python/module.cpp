@@ -96,9 +96,6 @@ PYBIND11_MODULE(_C, m) {
     const PriorityRange range = priorityRange();
     return std::make_pair(range.least, range.greatest);
   });
-  // Tells torch's Python layer that openreg is initialised (it is, from the
-  // moment torch_openreg registered it); torch gates some device-generic calls
-  // on this flag, e.g. torch.accelerator.empty_host_cache().
   m.def("_output_placement_counts", [] {
     const OutputPlacementCounts counts = outputPlacementCounts();
     return std::make_pair(counts.inPlace, counts.copied);
@@ -117,6 +114,9 @@ PYBIND11_MODULE(_C, m) {
     TORCH_CHECK(capacity > 0, "the plan cache capacity must be at least 1");
     setPlanCacheCapacity(capacity);
   });
+  // Tells torch's Python layer that openreg is initialised (it is, from the
+  // moment torch_openreg registered it); torch gates some device-generic calls
+  // on this flag, e.g. torch.accelerator.empty_host_cache().
   m.def("_mark_initialized", [] { torch::utils::device_lazy_init(at::kPrivateUse1); });
   m.def("_check_runtime", [] {
     int count = 0;
