@@ -41,7 +41,7 @@ from benchmarks.common import (  # noqa: E402
     steal_share,
 )
 
-FAMILIES = ("ops", "copy-ops", "training", "allocation", "copies", "imports")
+FAMILIES = ("ops", "copy-ops", "training", "allocation", "copies", "imports", "cpu-tax")
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results.json"
 OPS_PROCESSES = 3  # family 1 is pooled over this many fresh processes
 OPS_FAMILY = {"inplace": "1 ops (in-place fallback)", "copy": "2 ops (copy fallback, peer)"}
@@ -131,7 +131,7 @@ def run_ops(
 
 
 def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> list[Figure]:
-    from benchmarks import imports, memory, training
+    from benchmarks import cpu_tax, imports, memory, training
 
     runners: dict[str, Callable[[], list[Figure]]] = {
         "ops": lambda: run_ops(args, settings, "inplace", args.processes),
@@ -140,6 +140,7 @@ def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> li
         "allocation": lambda: memory.run_allocation(settings),
         "copies": lambda: memory.run_copies(settings),
         "imports": lambda: imports.run(settings),
+        "cpu-tax": lambda: cpu_tax.run(settings),
     }
     return runners[name]()
 
