@@ -73,3 +73,23 @@ def test_inference_mode_results_are_inference_tensors_on_both_paths():
         second = torch.special.erfcx(x)  # planned: outputs made on the host
     assert first.is_inference() and second.is_inference()
     torch.testing.assert_close(first.cpu(), torch.special.erfcx(x.cpu()))
+
+
+def test_cpu_only_work_leaves_the_cpu_allocator_alone(run_python):
+    # With the autoload shim every process loads the binding: CPU-only work must not pay
+    # for it. The allocator that serves kernels is installed at the first openreg launch.
+    result = run_python(
+        """
+        import torch, torch_openreg
+        from torch_openreg import _C
+        print(_C._kernel_allocator_installed())
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(),
+                                    torch.nn.LazyLinear(2))
+        model(torch.randn(2, 3, 8, 8)).sum().backward()
+        print(_C._kernel_allocator_installed())
+        torch.ones(2, device="openreg").add(1).cpu()
+        print(_C._kernel_allocator_installed())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False", "True"]

@@ -86,10 +86,13 @@ class KernelOutputAllocator final : public c10::Allocator {
   c10::Allocator* cpu_;
 };
 
+std::atomic<bool> installed{false};
+
 }  // namespace
 
+bool kernelAllocatorInstalled() { return installed.load(std::memory_order_acquire); }
+
 void installKernelAllocator() {
-  static std::atomic<bool> installed{false};
   if (installed.load(std::memory_order_acquire)) return;
   static std::mutex installing;
   std::lock_guard<std::mutex> lock(installing);

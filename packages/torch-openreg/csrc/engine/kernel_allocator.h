@@ -25,6 +25,7 @@ namespace torch_openreg {
 // run openreg work (CPU-only users of the autoload shim) keep c10's own CPU
 // allocator untouched.
 void installKernelAllocator();
+bool kernelAllocatorInstalled();
 
 // While alive on this thread, CPU allocations come from `device`'s memory.
 class KernelAllocationScope {

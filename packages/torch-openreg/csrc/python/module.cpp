@@ -100,6 +100,7 @@ PYBIND11_MODULE(_C, m) {
     const OutputPlacementCounts counts = outputPlacementCounts();
     return std::make_pair(counts.inPlace, counts.copied);
   });
+  m.def("_kernel_allocator_installed", &kernelAllocatorInstalled);
   m.def("_plan_cache_info", [] {
     const PlanCacheInfo info = planCacheInfo();
     py::dict result;
