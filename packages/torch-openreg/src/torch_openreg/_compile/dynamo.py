@@ -1,0 +1,132 @@
+"""Dynamo's view of the openreg device (``torch._dynamo.device_interface``).
+
+Dynamo traces device code through a ``DeviceInterface`` per device type: which
+functions create and switch streams and events (so ``torch.openreg.stream(s)``,
+``torch.openreg.Event()``, ``current_stream()`` become graph nodes instead of
+graph breaks), how to guard and query devices, and what compile workers may ask
+about a device without using it (``Worker``). Every entry is the function
+``torch.openreg`` exposes for the same purpose, so traced and eager code call the
+same objects — Dynamo matches them by identity.
+
+openreg reports itself as *not* a GPU (``is_gpu() is False``): Inductor then
+generates C++ kernels with its CPU code generator (see inductor.py) rather than
+Triton, and treats the device as a host-like one.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from typing import Any
+
+import torch
+from torch._dynamo import device_interface as dynamo_devices
+
+from .. import _C, openreg
+from ..openreg import streams
+
+_NAME = "openreg"
+
+
+def _device_index(device: torch.types.Device) -> int:
+    """Index of an openreg device given as int, str, torch.device or None (current)."""
+    if device is None:
+        return OpenRegInterface.Worker.current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != _NAME:
+            raise ValueError(f"expected an openreg device, got {device}")
+        return OpenRegInterface.Worker.current_device() if device.index is None else device.index
+    return int(device)
+
+
+class OpenRegInterface(dynamo_devices.DeviceInterface):
+    """The openreg device as Dynamo and Inductor see it."""
+
+    device = openreg.device  # type: ignore[assignment]
+    Event = streams.Event  # type: ignore[assignment]
+    Stream = streams.Stream  # type: ignore[assignment]
+
+    class Worker:
+        """Device facts for compile workers, recorded once per process."""
+
+        @staticmethod
+        def set_device(device: int) -> None:
+            dynamo_devices.caching_worker_current_devices[_NAME] = device
+
+        @staticmethod
+        def current_device() -> int:
+            if _NAME in dynamo_devices.caching_worker_current_devices:
+                return dynamo_devices.caching_worker_current_devices[_NAME]
+            return openreg.current_device()
+
+        @staticmethod
+        def get_device_properties(device: torch.types.Device = None) -> Any:
+            index = _device_index(device)
+            cached = dynamo_devices.caching_worker_device_properties
+            if _NAME not in cached:
+                cached[_NAME] = [
+                    openreg.get_device_properties(i) for i in range(openreg.device_count())
+                ]
+            return cached[_NAME][index]
+
+    current_device = staticmethod(openreg.current_device)
+    set_device = staticmethod(openreg.set_device)  # type: ignore[assignment]
+    exchange_device = staticmethod(_C._exchange_device)
+    maybe_exchange_device = staticmethod(_C._exchange_device)
+    device_count = staticmethod(openreg.device_count)
+    is_available = staticmethod(openreg.is_available)
+    stream = staticmethod(streams.stream)  # type: ignore[assignment]
+    current_stream = staticmethod(streams.current_stream)  # type: ignore[assignment]
+    set_stream = staticmethod(streams.set_stream)
+    synchronize = staticmethod(openreg.synchronize)  # type: ignore[assignment]
+    get_device_properties = staticmethod(openreg.get_device_properties)  # type: ignore[assignment]
+    memory_allocated = staticmethod(openreg.memory_allocated)  # type: ignore[assignment]
+
+    @staticmethod
+    def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+        torch.accelerator.set_stream(
+            torch.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
+        )
+
+    @staticmethod
+    def get_raw_stream(device_idx: int) -> int:
+        """The runtime handle (``orStream_t``) of the device's current stream."""
+        return _C._current_raw_stream(device_idx)
+
+    @staticmethod
+    def get_compute_capability(device: torch.types.Device = None) -> str:
+        # Kernels are host C++: there is no hardware generation to tell apart.
+        return ""
+
+    @staticmethod
+    def is_bf16_supported(including_emulation: bool = False) -> bool:
+        return True
+
+    @staticmethod
+    def is_triton_capable(device: torch.types.Device = None) -> bool:
+        return False
+
+    @staticmethod
+    def is_gpu() -> bool:
+        return False
+
+    @classmethod
+    def get_multi_processor_count(cls, device: torch.types.Device = None) -> int:
+        return cls.Worker.get_device_properties(device).multi_processor_count
+
+    @classmethod
+    def get_cache_system_info(cls) -> dict[str, object] | None:
+        # Generated code calls this binding's launcher and kernel ABI: a new
+        # binding version must not reuse another one's cached code.
+        return {
+            "torch_openreg": importlib.metadata.version("torch-openreg"),
+            "cpu_count": os.cpu_count(),
+        }
+
+
+def register() -> None:
+    """Register OpenRegInterface for the ``openreg`` device type (idempotent)."""
+    if dynamo_devices.device_interfaces.get(_NAME) is not OpenRegInterface:
+        dynamo_devices.register_interface_for_device(_NAME, OpenRegInterface)
