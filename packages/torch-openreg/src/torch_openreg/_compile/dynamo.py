@@ -126,7 +126,76 @@ class OpenRegInterface(dynamo_devices.DeviceInterface):
         }
 
 
+# How Dynamo treats torch.openreg's functions: the rules it has for the
+# torch.cuda functions of the same names. "In graph" functions are not traced
+# into (their bodies call the binding); Dynamo evaluates, folds or handles them.
+_IN_GRAPH = (
+    "current_device",
+    "current_stream",
+    "default_stream",
+    "device_count",
+    "get_device_name",
+    "get_device_properties",
+    "is_available",
+    "is_initialized",
+    "set_stream",
+    "stream",
+    "synchronize",
+)
+_SKIPPED = ("set_device", "manual_seed", "manual_seed_all", "get_rng_state", "set_rng_state")
+# Folded to constants while tracing; the first two guard on their value.
+_FOLDED_GUARDED = ("current_device", "is_initialized")
+_FOLDED = ("device_count", "get_device_properties", "is_available")
+
+
+def _teach_dynamo_openreg_functions() -> None:
+    from torch._dynamo import trace_rules
+    from torch._dynamo.variables import torch as torch_variables
+    from torch._dynamo.variables.constant import ConstantVariable
+    from torch._dynamo.variables.functions import SkipFunctionVariable
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+
+    rules = trace_rules.manual_torch_name_rule_map
+    for name in _IN_GRAPH:
+        rules[f"torch.{_NAME}.{name}"] = TorchInGraphFunctionVariable
+    for name in _SKIPPED:
+        rules[f"torch.{_NAME}.{name}"] = SkipFunctionVariable
+    trace_rules.get_torch_obj_rule_map.cache_clear()
+    for name in _FOLDED_GUARDED:
+        torch_variables.constant_fold_functions_need_guards[getattr(openreg, name)] = None
+        torch_variables.constant_fold_functions[getattr(openreg, name)] = None
+    for name in _FOLDED:
+        torch_variables.constant_fold_functions[getattr(openreg, name)] = None
+
+    # Handlers keyed by function (a cached table): current_stream and
+    # synchronize as for torch.cuda, defaulting to the openreg device.
+    handlers = TorchInGraphFunctionVariable._get_handlers()
+    current_stream = handlers[torch.cuda.current_stream]
+
+    def handle_current_stream(self: Any, tx: Any, *args: Any, **kwargs: Any) -> Any:
+        if not args and not kwargs:
+            args = (ConstantVariable.create(_NAME),)
+        return current_stream(self, tx, *args, **kwargs)
+
+    def handle_synchronize(self: Any, tx: Any, *args: Any, **kwargs: Any) -> Any:
+        device = kwargs.get("device", args[0] if args else None)
+        index = None if device is None else device.as_python_constant()
+        if index is not None:
+            index = torch.device(_NAME, index).index if isinstance(index, int) else None
+        tx.output.create_proxy(
+            "call_function",
+            torch.ops.streams.synchronize_device,
+            (_NAME, index if index is not None else openreg.current_device()),
+            {},
+        )
+        return ConstantVariable.create(None)
+
+    handlers[openreg.current_stream] = handle_current_stream
+    handlers[openreg.synchronize] = handle_synchronize
+
+
 def register() -> None:
     """Register OpenRegInterface for the ``openreg`` device type (idempotent)."""
     if dynamo_devices.device_interfaces.get(_NAME) is not OpenRegInterface:
         dynamo_devices.register_interface_for_device(_NAME, OpenRegInterface)
+        _teach_dynamo_openreg_functions()

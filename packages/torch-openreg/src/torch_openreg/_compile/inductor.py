@@ -33,6 +33,7 @@ from torch._inductor.codegen.common import (
 )
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.stream_utils import get_stream_name
 from torch._inductor.virtualized import V
 
 _NAME = "openreg"
@@ -74,7 +75,13 @@ class _OpenRegWrapperMixin:
         )
 
     def _generate_kernel_call_helper(
-        self, kernel_name: str, call_args: Any, *, device: Any = None, triton: bool = True, **kwargs: Any
+        self,
+        kernel_name: str,
+        call_args: Any,
+        *,
+        device: Any = None,
+        triton: bool = True,
+        **kwargs: Any,
     ) -> None:
         device = device or V.graph.get_current_device_or_throw()
         if device.type == _NAME and not triton:
@@ -105,9 +112,8 @@ class _OpenRegWrapperMixin:
         codegen_allocation = self.codegen_python_shape_tuple(allocation_shape)  # type: ignore[attr-defined]
         codegen_stride = self.codegen_python_shape_tuple(stride)  # type: ignore[attr-defined]
         index = device.index if device.index is not None else torch.openreg.current_device()
-        line = (
-            f"{name} = empty_strided_openreg({codegen_allocation}, {codegen_stride}, {dtype}, {index})"
-        )
+        arguments = f"{codegen_allocation}, {codegen_stride}, {dtype}, {index}"
+        line = f"{name} = empty_strided_openreg({arguments})"
         if codegen_shape != codegen_allocation:
             line += f".as_strided({codegen_shape}, {codegen_stride})"
         return line
@@ -115,6 +121,24 @@ class _OpenRegWrapperMixin:
 
 class OpenRegWrapperCodegen(_OpenRegWrapperMixin, PythonWrapperCodegen):
     """Python wrapper code for graphs that run on openreg."""
+
+    _streams_defined = False
+
+    def codegen_enter_cuda_stream_context(self, code: Any, stream_idx: int) -> None:
+        # Graphs with user streams switch with `with stream{i}:`. GPU devices
+        # define those names when entering their device guard; openreg has no
+        # device guard, so they are defined before the first switch (at the
+        # top level of call(): the default stream is the one current there).
+        if not self._streams_defined:
+            self._streams_defined = True
+            code.writeline("from torch._dynamo.variables.streams import _get_stream_by_index")
+            code.writeline(f"{get_stream_name(0)} = torch.openreg.current_stream()")
+            for index, user_object in V.graph.scheduler.stream_idx_to_user_obj_idx.items():
+                if index != 0:
+                    code.writeline(
+                        f"{get_stream_name(index)} = _get_stream_by_index({user_object})"
+                    )
+        super().codegen_enter_cuda_stream_context(code, stream_idx)
 
     @staticmethod
     def create(
@@ -126,7 +150,9 @@ class OpenRegWrapperCodegen(_OpenRegWrapperMixin, PythonWrapperCodegen):
         if is_subgraph:
             if subgraph_name is None or parent_wrapper is None:
                 raise AssertionError("a subgraph wrapper needs its name and parent wrapper")
-            return OpenRegSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+            return OpenRegSubgraphWrapperCodegen(
+                subgraph_name, parent_wrapper, partition_signatures
+            )
         return OpenRegWrapperCodegen()
 
     def write_header(self) -> None:

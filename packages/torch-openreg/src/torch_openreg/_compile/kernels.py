@@ -23,7 +23,7 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch._inductor.async_compile import AsyncCompile, get_compile_threads
@@ -107,8 +107,8 @@ class OpenRegKernelCodeCache(CppCodeCache):
     in-memory table (the on-disk cache is keyed by the source, which differs).
     """
 
-    cache: dict[str, Callable[[], Any]] = {}
-    cpp_compile_command_flags = {"include_pytorch": False, "shared": True}
+    cache: ClassVar[dict[str, Callable[[], Any]]] = {}
+    cpp_compile_command_flags: ClassVar[dict[str, Any]] = {"include_pytorch": False, "shared": True}
 
     @staticmethod
     def cache_clear() -> None:
