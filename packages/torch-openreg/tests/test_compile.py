@@ -92,7 +92,16 @@ class TinyLanguageModel(nn.Module):
         self.blocks = nn.ModuleList(TinyBlock(config) for _ in range(config.layers))
         self.norm = nn.LayerNorm(config.hidden)
         self.head = nn.Linear(config.hidden, config.vocab_size, bias=False)
-        self.head.weight = self.tokens.weight  # tied, as in GPT-2
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        """The output projection shares the token embedding (as in GPT-2).
+
+        Called again after moving to openreg: Module.to() keeps parameter identity
+        (and so ties) only for devices PyTorch lists as compatible with the CPU,
+        which PrivateUse1 devices are not yet.
+        """
+        self.head.weight = self.tokens.weight
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(ids.shape[1], device=ids.device)
@@ -132,6 +141,8 @@ def train(
     torch.manual_seed(0)
     model, make_input = MODELS[name]()
     model = copy.deepcopy(model).to(device)
+    if isinstance(model, TinyLanguageModel):
+        model.tie_weights()
     model.train()
     step_model = torch.compile(model, dynamic=dynamic) if compiled else model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -319,6 +330,22 @@ def test_stream_and_event_code_compiles_without_graph_breaks() -> None:
     result, count = compiled(x, torch.openreg.Stream(), torch.openreg.Event())
     assert count == torch.openreg.device_count()
     torch.testing.assert_close(result.cpu(), (x.cpu() * 2 + 1) * 3)
+
+
+def test_device_queries_trace_without_graph_breaks() -> None:
+    """Device queries fold to constants (guarded where they can change) and
+    synchronize becomes a graph node, as for torch.cuda."""
+
+    def queries(x: torch.Tensor) -> torch.Tensor:
+        assert torch.openreg.is_available()
+        y = x * torch.openreg.device_count() + torch.openreg.current_device()
+        torch.openreg.synchronize()
+        torch.openreg.current_stream().synchronize()
+        return y
+
+    compiled = torch.compile(queries, backend="eager", fullgraph=True)
+    x = torch.ones(4, device="openreg")
+    torch.testing.assert_close(compiled(x).cpu(), queries(x).cpu())
 
 
 # ---- autocast (issue 14) ----------------------------------------------------------

@@ -179,14 +179,18 @@ def _teach_dynamo_openreg_functions() -> None:
 
     def handle_synchronize(self: Any, tx: Any, *args: Any, **kwargs: Any) -> Any:
         device = kwargs.get("device", args[0] if args else None)
-        index = None if device is None else device.as_python_constant()
-        if index is not None:
-            index = torch.device(_NAME, index).index if isinstance(index, int) else None
+        value = None if device is None else device.as_python_constant()
+        # No index: the device current when the graph runs, as eager.
+        index = None
+        if value is not None:
+            device = torch.device(_NAME, value) if isinstance(value, int) else torch.device(value)
+            if device.type != _NAME:
+                raise ValueError(
+                    f"torch.openreg.synchronize: expected an openreg device, got {value}"
+                )
+            index = device.index
         tx.output.create_proxy(
-            "call_function",
-            torch.ops.streams.synchronize_device,
-            (_NAME, index if index is not None else openreg.current_device()),
-            {},
+            "call_function", torch.ops.streams.synchronize_device, (_NAME, index), {}
         )
         return ConstantVariable.create(None)
 
