@@ -334,13 +334,15 @@ def test_stream_and_event_code_compiles_without_graph_breaks() -> None:
 
 def test_device_queries_trace_without_graph_breaks() -> None:
     """Device queries fold to constants (guarded where they can change) and
-    synchronize becomes a graph node, as for torch.cuda."""
+    synchronize becomes a graph node, as for torch.cuda; torch.accelerator too."""
 
     def queries(x: torch.Tensor) -> torch.Tensor:
         assert torch.openreg.is_available()
         y = x * torch.openreg.device_count() + torch.openreg.current_device()
         torch.openreg.synchronize()
         torch.openreg.current_stream().synchronize()
+        torch.accelerator.current_stream().synchronize()
+        torch.accelerator.synchronize()
         return y
 
     compiled = torch.compile(queries, backend="eager", fullgraph=True)
@@ -381,9 +383,10 @@ def test_registration_waits_for_dynamo(
     registers the device interface."""
     result = run_python(
         """
-        import json, sys
+        import importlib.util, json, sys
         import torch, torch_openreg
         before = [m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules]
+        assert importlib.util.find_spec("torch._dynamo") is not None  # a probe, no import
         from torch._dynamo.device_interface import get_interface_for_device
         print(json.dumps({"before": before,
                           "interface": get_interface_for_device("openreg").__name__}))

@@ -23,6 +23,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
@@ -36,6 +37,21 @@ def register_dynamo_interface() -> None:
     from .dynamo import register
 
     register()
+
+
+def _register_dynamo_interface_or_warn() -> None:
+    # Runs at the end of `import torch._dynamo`: a failure here must not break
+    # Dynamo for every other device.
+    try:
+        register_dynamo_interface()
+    except Exception as error:
+        warnings.warn(
+            f"torch_openreg could not register the openreg device with Dynamo ({error}); "
+            "torch.compile will not trace openreg streams and events. Reinstall or rebuild "
+            "torch_openreg for this torch version.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 def register_inductor_backend() -> None:
@@ -65,11 +81,16 @@ class _RunAfterLoader(importlib.abc.Loader):
 
 
 class _AfterImportHook(importlib.abc.MetaPathFinder):
-    """A one-shot finder: when ``name`` is first imported, run ``callback`` after it."""
+    """Runs ``callback`` once, after module ``name`` is first imported.
+
+    Stays in ``sys.meta_path`` until the module has actually executed: a mere
+    ``importlib.util.find_spec(name)`` (an availability check) must not use it up.
+    """
 
     def __init__(self, name: str, callback: Callable[[], None]) -> None:
         self._name = name
         self._callback = callback
+        self._searching = False
 
     def find_spec(
         self,
@@ -77,20 +98,23 @@ class _AfterImportHook(importlib.abc.MetaPathFinder):
         path: Sequence[str] | None,
         target: ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self._name:
+        if fullname != self._name or self._searching:
             return None
-        _remove_hook(self)
-        spec = importlib.util.find_spec(fullname)
+        self._searching = True  # the search below consults sys.meta_path again
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._searching = False
         if spec is not None and spec.loader is not None:
-            spec.loader = _RunAfterLoader(spec.loader, self._callback)
+            spec.loader = _RunAfterLoader(spec.loader, self._imported)
         return spec
 
-
-def _remove_hook(hook: _AfterImportHook) -> None:
-    try:
-        sys.meta_path.remove(hook)
-    except ValueError:
-        pass
+    def _imported(self) -> None:
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        self._callback()
 
 
 def install() -> None:
@@ -101,7 +125,7 @@ def install() -> None:
             return
         _installed = True
         if _DYNAMO not in sys.modules:
-            sys.meta_path.insert(0, _AfterImportHook(_DYNAMO, register_dynamo_interface))
+            sys.meta_path.insert(0, _AfterImportHook(_DYNAMO, _register_dynamo_interface_or_warn))
             return
     # Already imported (torch_openreg loaded after torch._dynamo): register now.
     register_dynamo_interface()
