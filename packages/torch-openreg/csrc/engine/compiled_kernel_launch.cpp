@@ -3,7 +3,7 @@
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/python_variable.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -62,20 +62,22 @@ CompiledKernel::CompiledKernel(std::string name, Entry entry, std::string kinds)
 void CompiledLaunchArguments::addTensor(const at::Tensor& tensor) {
   const size_t position = words_.size();
   const char kind = kernel_->kinds()[position];
-  TORCH_CHECK(tensor.defined(), "compiled openreg kernel '", kernel_->name(), "': argument ", position,
-              " is an undefined tensor");
+  TORCH_CHECK(tensor.defined(), "compiled openreg kernel '", kernel_->name(), "': argument ",
+              position, " is an undefined tensor");
   if (tensor.device().type() == c10::DeviceType::PrivateUse1) {
     const c10::DeviceIndex device = tensor.device().index();
     TORCH_CHECK(device_ < 0 || device_ == device,
                 "Expected all tensors to be on the same device, but found at least two devices, "
-                "openreg:", static_cast<int>(device_), " and openreg:", static_cast<int>(device),
+                "openreg:",
+                static_cast<int>(device_), " and openreg:", static_cast<int>(device),
                 " (compiled kernel '", kernel_->name(), "', argument ", position, ")");
     device_ = device;
     words_.push_back(kernelViewWord(tensor, device));
     return;
   }
-  TORCH_CHECK(tensor.device().is_cpu(), "compiled openreg kernel '", kernel_->name(), "': argument ",
-              position, " is on ", tensor.device(), "; only openreg and CPU tensors can be passed");
+  TORCH_CHECK(tensor.device().is_cpu(), "compiled openreg kernel '", kernel_->name(),
+              "': argument ", position, " is on ", tensor.device(),
+              "; only openreg and CPU tensors can be passed");
   TORCH_CHECK(kind != static_cast<char>(CompiledArgumentKind::WritePointer),
               "compiled openreg kernel '", kernel_->name(), "' would write CPU tensor argument ",
               position, " from the device; move it to openreg first (tensor.to('openreg'))");
@@ -83,7 +85,9 @@ void CompiledLaunchArguments::addTensor(const at::Tensor& tensor) {
   words_.push_back(reinterpret_cast<uint64_t>(hostTensors_.back().data_ptr()));
 }
 
-void CompiledLaunchArguments::addInteger(int64_t value) { words_.push_back(static_cast<uint64_t>(value)); }
+void CompiledLaunchArguments::addInteger(int64_t value) {
+  words_.push_back(static_cast<uint64_t>(value));
+}
 
 void CompiledLaunchArguments::addFloat(double value) {
   uint64_t word = 0;
@@ -95,7 +99,9 @@ void CompiledLaunchArguments::launch() && {
   TORCH_INTERNAL_ASSERT(words_.size() == kernel_->kinds().size());
   const c10::DeviceIndex device = device_ >= 0 ? device_ : currentDevice();
   launchOnDevice(device, [kernel = std::move(kernel_), words = std::move(words_),
-                          hostTensors = std::move(hostTensors_)] { runCompiledKernel(*kernel, words.data()); });
+                          hostTensors = std::move(hostTensors_)] {
+    runCompiledKernel(*kernel, words.data());
+  });
 }
 
 namespace {
@@ -112,8 +118,8 @@ class PyCompiledKernel {
     const std::string& kinds = kernel_->kinds();
     if (args.size() != kinds.size()) {
       throw py::type_error("compiled openreg kernel '" + kernel_->name() + "' takes " +
-                           std::to_string(kinds.size()) + " arguments (" + std::to_string(args.size()) +
-                           " given)");
+                           std::to_string(kinds.size()) + " arguments (" +
+                           std::to_string(args.size()) + " given)");
     }
     CompiledLaunchArguments launch(kernel_);
     for (size_t i = 0; i < kinds.size(); ++i) add(launch, kinds[i], args[i].ptr(), i);
@@ -135,7 +141,8 @@ class PyCompiledKernel {
       if (integer == -1 && PyErr_Occurred()) throw py::error_already_set();
       launch.addInteger(integer);
     } else {
-      if (!PyFloat_Check(value) && !PyLong_Check(value)) throw wrongType(position, "a float", value);
+      if (!PyFloat_Check(value) && !PyLong_Check(value))
+        throw wrongType(position, "a float", value);
       const double real = PyFloat_AsDouble(value);
       if (real == -1.0 && PyErr_Occurred()) throw py::error_already_set();
       launch.addFloat(real);
@@ -154,9 +161,10 @@ class PyCompiledKernel {
 }  // namespace
 
 void registerCompiledKernelBindings(py::module_& module) {
-  py::class_<PyCompiledKernel>(module, "_CompiledKernel",
-                               "A kernel Inductor compiled for openreg; calling it enqueues it on the "
-                               "current stream of its arguments' device.")
+  py::class_<PyCompiledKernel>(
+      module, "_CompiledKernel",
+      "A kernel Inductor compiled for openreg; calling it enqueues it on the "
+      "current stream of its arguments' device.")
       .def(py::init<std::string, uintptr_t, std::string>(), py::arg("name"), py::arg("entry"),
            py::arg("kinds"))
       .def("__call__", &PyCompiledKernel::call)
@@ -168,7 +176,8 @@ void registerCompiledKernelBindings(py::module_& module) {
         const c10::DeviceIndex index = resolveDevice(static_cast<c10::DeviceIndex>(device));
         return reinterpret_cast<intptr_t>(nativeHandle(currentStream(index)));
       },
-      "The runtime handle (orStream_t) of the current stream of `device` (-1: the current device).");
+      "The runtime handle (orStream_t) of the current stream of `device` (-1: the current "
+      "device).");
 }
 
 }  // namespace torch_openreg
