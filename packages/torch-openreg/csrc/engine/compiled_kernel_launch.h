@@ -22,15 +22,12 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
-
-namespace pybind11 {
-class module_;
-}
 
 namespace torch_openreg {
 
