@@ -8,7 +8,8 @@
 Families: ``ops`` (1: measured by this script in ``--processes`` fresh subprocesses,
 ``--mode inplace``, whose repeats are pooled), ``copy-ops`` (2: the same operators with
 OPENREG_FALLBACK=copy, one subprocess, ``--mode copy``), ``training`` (3),
-``allocation`` (4), ``copies`` (5), ``imports`` (6). See benchmarks/README.md.
+``allocation`` (4), ``copies`` (5), ``imports`` (6), ``compile`` (7: torch.compile).
+See benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -41,7 +42,16 @@ from benchmarks.common import (  # noqa: E402
     steal_share,
 )
 
-FAMILIES = ("ops", "copy-ops", "training", "allocation", "copies", "imports", "cpu-tax")
+FAMILIES = (
+    "ops",
+    "copy-ops",
+    "training",
+    "allocation",
+    "copies",
+    "imports",
+    "compile",
+    "cpu-tax",
+)
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results.json"
 OPS_PROCESSES = 3  # family 1 is pooled over this many fresh processes
 OPS_FAMILY = {"inplace": "1 ops (in-place fallback)", "copy": "2 ops (copy fallback, peer)"}
@@ -131,7 +141,7 @@ def run_ops(
 
 
 def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> list[Figure]:
-    from benchmarks import cpu_tax, imports, memory, training
+    from benchmarks import compiled, cpu_tax, imports, memory, training
 
     runners: dict[str, Callable[[], list[Figure]]] = {
         "ops": lambda: run_ops(args, settings, "inplace", args.processes),
@@ -140,6 +150,7 @@ def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> li
         "allocation": lambda: memory.run_allocation(settings),
         "copies": lambda: memory.run_copies(settings),
         "imports": lambda: imports.run(settings),
+        "compile": lambda: compiled.run(settings, quick=args.quick),
         "cpu-tax": lambda: cpu_tax.run(settings),
     }
     return runners[name]()

@@ -142,6 +142,27 @@ def test_import_torch_alone_registers_openreg(python: Python) -> None:
     assert "openreg" not in result.stderr.lower(), result.stderr
 
 
+def test_compile_workers_see_the_device(python: Python) -> None:
+    """Inductor's subprocess compile pool (fresh interpreters that import torch)
+    autoloads openreg too, and Dynamo's device registry there knows it."""
+    result = python.ok(
+        """
+        import json
+        import torch
+        from torch._inductor import config
+        from torch._inductor.async_compile import AsyncCompile
+        from torch._dynamo.device_interface import get_interface_for_device
+        config.compile_threads = 2
+        config.worker_start_method = "subprocess"
+        pool = AsyncCompile.process_pool()
+        interface = pool.submit(get_interface_for_device, "openreg").result(timeout=240)
+        name = pool.submit(torch._C._get_privateuse1_backend_name).result(timeout=240)
+        print(json.dumps({"interface": interface.__name__, "backend": name}))
+        """
+    )
+    assert result.json() == {"interface": "OpenRegInterface", "backend": "openreg"}
+
+
 @pytest.mark.parametrize("env", OFF_SWITCHES)
 def test_off_switch(python: Python, env: dict[str, str]) -> None:
     status = python.ok(STATUS, env).json()

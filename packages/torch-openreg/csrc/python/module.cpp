@@ -13,6 +13,7 @@
 
 #include "base/device.h"
 #include "integration/device_allocator.h"
+#include "engine/compiled_kernel_launch.h"
 #include "engine/fallback.h"
 #include "integration/generator.h"
 #include "integration/hooks.h"
@@ -119,6 +120,7 @@ PYBIND11_MODULE(_C, m) {
   // moment torch_openreg registered it); torch gates some device-generic calls
   // on this flag, e.g. torch.accelerator.empty_host_cache().
   m.def("_mark_initialized", [] { torch::utils::device_lazy_init(at::kPrivateUse1); });
+  registerCompiledKernelBindings(m);
   m.def("_check_runtime", [] {
     int count = 0;
     OPENREG_CHECK(orGetDeviceCount(&count));

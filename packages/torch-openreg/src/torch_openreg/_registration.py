@@ -11,7 +11,7 @@ import atexit
 
 import torch
 
-from . import _C, openreg
+from . import _C, _compile, openreg
 
 BACKEND_NAME = "openreg"
 _registered = False
@@ -35,6 +35,7 @@ def register() -> None:
         for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
     )
     atexit.register(_drain_devices)
+    _compile.install()
     _C._mark_initialized()
     _registered = True
 

@@ -7,6 +7,7 @@ reads the same for the other.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from types import TracebackType
 
 import torch
@@ -110,6 +111,32 @@ def get_device_name(device: DeviceLike = None) -> str:
     return f"OpenReg simulated device {_checked_index(device)}"
 
 
+@dataclass(frozen=True)
+class _DeviceProperties:
+    """What ``get_device_properties`` reports (field names as in torch.cuda's)."""
+
+    name: str
+    total_memory: int
+    multi_processor_count: int  # host cores: kernels run on the CPU
+
+
+def get_device_properties(device: DeviceLike = None) -> _DeviceProperties:
+    """Properties of an openreg device (like torch.cuda.get_device_properties)."""
+    index = _checked_index(device)
+    return _DeviceProperties(
+        name=get_device_name(index),
+        total_memory=_C._mem_get_info(index)[1],
+        multi_processor_count=os.cpu_count() or 1,
+    )
+
+
+def _inductor_backend_init() -> None:
+    """Called by Inductor the first time it compiles for openreg: registers the backend."""
+    from .._compile import register_inductor_backend
+
+    register_inductor_backend()
+
+
 def _sleep(milliseconds: float, device: DeviceLike = None) -> None:
     """Enqueue a kernel that only waits, on the current stream (like torch.cuda._sleep)."""
     _C._sleep(_get_device_index(device, optional=True), int(milliseconds * 1000))
@@ -166,6 +193,7 @@ __all__ = [
     "device_of",
     "empty_cache",
     "get_device_name",
+    "get_device_properties",
     "get_rng_state",
     "get_rng_state_all",
     "init",
