@@ -232,18 +232,55 @@ def classify(observations: dict[tuple[torch.dtype, str], Observation], qualified
     every = observations[(lower, "all_fp32")]
     low = observations[(lower, "all_lower")]
     mixed = observations[(lower, "first_lower")]
-    if every.error and low.error:
-        return "banned" if every.error == low.error else "error"
-    _, overload = _split(qualified)
-    overload_name = qualified.removeprefix("aten::").replace(".default", "")
-    if overload == "default":
-        overload_name = qualified.removeprefix("aten::")
-    if every.tensor_dtypes and set(every.tensor_dtypes) == {lower}:
+    errors = {observation.error for observation in observations.values()}
+    if errors != {""}:
+        if len(errors) == 1 and "unsafe to autocast" in every.error:
+            return "banned"
+        return "error: " + " | ".join(sorted(errors))
+    if set(every.tensor_dtypes) == {lower}:
         return "lower_precision_fp"
-    if low.tensor_dtypes and set(low.tensor_dtypes) == {torch.float32}:
+    if set(low.tensor_dtypes) == {torch.float32}:
         return "fp32"
     if torch.float32 in low.dtype_arguments:
-        return "fp32_set_opt_dtype" if low.overload == overload_name else "fp32_append_dtype"
-    if mixed.tensor_dtypes and set(mixed.tensor_dtypes) == {torch.float32}:
+        same_overload = low.overload == qualified.removeprefix("aten::")
+        return "fp32_set_opt_dtype" if same_overload else "fp32_append_dtype"
+    if set(mixed.tensor_dtypes) == {torch.float32}:
         return "promote"
     return "unchanged"
+
+
+def registration_site(qualified: str, device: str) -> str:
+    """The source file that registered the autocast kernel (from the dispatcher's dump)."""
+    key = AUTOCAST_KEYS[device]
+    for line in torch._C._dispatch_dump(qualified).splitlines():
+        if line.startswith(f"{key}: registered at "):
+            return line.removeprefix(f"{key}: registered at ").split(":")[0]
+    return ""
+
+
+def policy_differences(
+    cuda: dict[str, dict[tuple[torch.dtype, str], Observation]],
+    openreg: dict[str, dict[tuple[torch.dtype, str], Observation]],
+    declared: dict[str, str],
+) -> list[str]:
+    """Every way openreg's autocast differs from CUDA's, one readable line each."""
+    differences = []
+    for name in sorted(cuda.keys() - openreg.keys()):
+        differences.append(
+            f"{name}: CUDA autocasts it ({classify(cuda[name], name)}), openreg has no rule"
+        )
+    for name in sorted(openreg.keys() - cuda.keys()):
+        differences.append(f"{name}: openreg autocasts it, CUDA has no rule")
+    for name in sorted(cuda.keys() & openreg.keys()):
+        expected = classify(cuda[name], name)
+        if declared.get(name) != expected:
+            differences.append(
+                f"{name}: CUDA's kernel behaves as {expected}, openreg declares {declared.get(name)}"
+            )
+        for case, seen in cuda[name].items():
+            if openreg[name][case] != seen:
+                differences.append(
+                    f"{name} with {case[0]}, inputs {case[1]}: CUDA passes on {seen}, "
+                    f"openreg passes on {openreg[name][case]}"
+                )
+    return differences
