@@ -7,9 +7,17 @@ restores both for the recomputation. A device whose autocast state or RNG
 state were not restored would recompute different activations (float32
 instead of float16, other dropout masks), so the gradients of a checkpointed
 model must equal those of the same model run without checkpointing, exactly.
+
+Two binding fixes make this hold, and are tested here: dropout draws from the
+openreg generator (csrc/kernels/dropout.cpp), and reading or setting that
+generator's state waits for queued kernels without holding the GIL (kernels
+launched inside checkpoint's saved-tensor hooks need it to start).
 """
 
 from __future__ import annotations
+
+import faulthandler
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -18,6 +26,73 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 EXACT = {"rtol": 0.0, "atol": 0.0}
+# A deadlock here would hang the whole test run: end the process with a traceback instead.
+HANG_LIMIT_SECONDS = 300
+
+
+@pytest.fixture(autouse=True)
+def _fail_instead_of_hanging() -> Iterator[None]:
+    faulthandler.dump_traceback_later(HANG_LIMIT_SECONDS, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+def test_rng_state_access_under_saved_tensor_hooks_does_not_deadlock(run_python) -> None:
+    # Non-reentrant checkpoint sets the device's RNG state while kernels launched
+    # under its (Python) saved-tensor hooks are still queued.
+    result = run_python(
+        """
+        import torch
+        from torch.utils.checkpoint import checkpoint
+        x = torch.randn(64, 64, device="openreg", requires_grad=True)
+        out = checkpoint(lambda t: torch.nn.functional.dropout(t @ t, 0.5).sin(), x,
+                         use_reentrant=False)
+        torch.openreg._sleep(100)  # keep work queued while the recomputation starts
+        out.sum().backward()
+        print("done")
+        """,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"
+
+
+def test_dropout_draws_from_the_openreg_generator() -> None:
+    x = torch.ones(256, device="openreg")
+    torch.openreg.manual_seed(5)
+    first = F.dropout(x, 0.5)
+    torch.default_generator.manual_seed(99)  # the CPU's generator plays no part
+    torch.openreg.manual_seed(5)
+    again = F.dropout(x, 0.5)
+    torch.testing.assert_close(first.cpu(), again.cpu(), **EXACT)
+    state = torch.openreg.get_rng_state()
+    following = F.dropout(x, 0.5)
+    assert not torch.equal(following.cpu(), first.cpu())
+    torch.openreg.set_rng_state(state)
+    torch.testing.assert_close(F.dropout(x, 0.5).cpu(), following.cpu(), **EXACT)
+    # The engine is the CPU's algorithm: the same seed gives the CPU's mask.
+    torch.default_generator.manual_seed(5)
+    torch.testing.assert_close(first.cpu(), F.dropout(torch.ones(256), 0.5), **EXACT)
+    assert 0 < int((first == 0).sum()) < 256
+
+
+@pytest.mark.parametrize(("p", "train"), [(0.0, True), (1.0, True), (0.3, False)])
+def test_dropout_edge_cases_match_cpu(p: float, train: bool) -> None:
+    x = torch.randn(32)
+    torch.manual_seed(3)
+    out, mask = torch.native_dropout(x.to("openreg"), p, train)
+    torch.manual_seed(3)
+    expected_out, expected_mask = torch.native_dropout(x, p, train)
+    torch.testing.assert_close(out.cpu(), expected_out, **EXACT)
+    torch.testing.assert_close(mask.cpu(), expected_mask, **EXACT)
+    empty_out, empty_mask = torch.native_dropout(torch.ones(0, device="openreg"), 0.5, True)
+    assert empty_out.shape == empty_mask.shape == (0,)
+
+
+def test_device_module_reports_initialised() -> None:
+    # torch.utils.checkpoint saves the device RNG state only when this is true.
+    torch.ones(1, device="openreg")
+    assert torch.openreg._initialized is True
 
 
 class Block(nn.Module):
@@ -84,7 +159,9 @@ def test_recomputation_runs_under_the_forward_autocast_state(mode: str) -> None:
     def layer(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         out = x @ weight
         seen.append((torch.is_autocast_enabled("openreg"), out.dtype))
-        return out
+        # sin saves its input: the backward needs the recomputation. (Non-reentrant
+        # recomputation stops once the last saved tensor is recomputed: record before.)
+        return out.sin()
 
     x = torch.randn(4, 8, device="openreg", requires_grad=True)
     weight = torch.randn(8, 8, device="openreg", requires_grad=True)

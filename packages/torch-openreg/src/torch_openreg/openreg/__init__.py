@@ -195,6 +195,10 @@ def __getattr__(name: str) -> object:
     # requires the device count, which reads the environment.
     if name == "default_generators":
         return tuple(_C._get_default_generator(i) for i in range(device_count()))
+    # torch.cuda's flag, read by device-generic code: torch.utils.checkpoint saves
+    # and restores a device's RNG state only if its module says it is initialised.
+    if name == "_initialized":
+        return is_initialized()
     raise AttributeError(f"module 'torch.openreg' has no attribute {name!r}")
 
 
