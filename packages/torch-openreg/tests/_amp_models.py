@@ -45,6 +45,24 @@ def conv2d(x: torch.Tensor, layer: nn.Conv2d, lower: Lower) -> torch.Tensor:
     )  # fmt: skip
 
 
+def layer_norm(x: torch.Tensor, layer: nn.LayerNorm, lower: Lower) -> torch.Tensor:
+    """An fp32 operator: every input cast to float32 (so is the output)."""
+    if lower is None:
+        return layer(x)
+    return F.layer_norm(
+        x.float(), layer.normalized_shape, layer.weight.float(), layer.bias.float(), layer.eps
+    )
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, lower: Lower) -> torch.Tensor:
+    return a @ b if lower is None else cast(a, lower) @ cast(b, lower)
+
+
+def softmax(x: torch.Tensor, dim: int, lower: Lower) -> torch.Tensor:
+    """fp32_set_opt_dtype without an explicit dtype: computed and returned in float32."""
+    return torch.softmax(x, dim) if lower is None else torch.softmax(x, dim, dtype=torch.float32)
+
+
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor, lower: Lower) -> torch.Tensor:
     """cross_entropy has no rule; it decomposes into log_softmax and nll_loss.
 
@@ -84,14 +102,24 @@ class ConvNet(nn.Module):
 
 def make_model(kind: str) -> nn.Module:
     torch.manual_seed(0)
-    return {"mlp": MLP, "conv": ConvNet}[kind]()
+    return {"mlp": MLP, "conv": ConvNet, "gpt": lambda: GPT(GPTConfig())}[kind]()
 
 
 def batches(kind: str, steps: int) -> list[Batch]:
     generator = torch.Generator().manual_seed(1)
+    if kind == "gpt":  # next-token prediction on random sequences
+        config = GPTConfig()
+        sequences = [
+            torch.randint(0, config.vocab, (4, config.context + 1), generator=generator)
+            for _ in range(steps)
+        ]
+        return [(s[:, :-1], s[:, 1:].flatten()) for s in sequences]
     shape = {"mlp": (16, 32), "conv": (8, 3, 16, 16)}[kind]
     return [
-        (torch.randn(*shape, generator=generator), torch.randint(0, 10, (shape[0],), generator=generator))
+        (
+            torch.randn(*shape, generator=generator),
+            torch.randint(0, 10, (shape[0],), generator=generator),
+        )
         for _ in range(steps)
     ]
 
@@ -110,7 +138,7 @@ class Recipe:
 
     dtype: torch.dtype
     scaler: bool
-    optimizer: OptimizerFactory = lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)  # noqa: E731
+    optimizer: OptimizerFactory = lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)
     inject_inf_at: int | None = None
     scaler_options: dict[str, float] = field(
         default_factory=lambda: {"init_scale": 2.0**16, "growth_interval": 2}
@@ -147,3 +175,68 @@ def train(model: nn.Module, data: list[Batch], device: str, recipe: Recipe) -> R
         run.losses.append(loss.detach().cpu())
     run.parameters = {name: value.detach().cpu() for name, value in model.state_dict().items()}
     return run
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    vocab: int = 64
+    context: int = 16
+    width: int = 32
+    heads: int = 2
+    layers: int = 2
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.heads = config.heads
+        self.qkv = nn.Linear(config.width, 3 * config.width)
+        self.proj = nn.Linear(config.width, config.width)
+        mask = torch.ones(config.context, config.context, dtype=torch.bool).triu(1)
+        self.register_buffer("future", mask, persistent=False)
+
+    def forward(self, x: torch.Tensor, lower: Lower) -> torch.Tensor:
+        batch, length, width = x.shape
+        q, k, v = linear(x, self.qkv, lower).split(width, dim=2)
+        q, k, v = (t.view(batch, length, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        scores = matmul(q, k.transpose(-2, -1), lower) * (q.shape[-1] ** -0.5)
+        scores = scores.masked_fill(self.future[:length, :length], float("-inf"))
+        attention = softmax(scores, -1, lower)  # float32 under autocast
+        out = matmul(attention, v, lower).transpose(1, 2).reshape(batch, length, width)
+        return linear(out, self.proj, lower)
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(config.width)
+        self.attention = CausalSelfAttention(config)
+        self.norm2 = nn.LayerNorm(config.width)
+        self.fc = nn.Linear(config.width, 4 * config.width)
+        self.out = nn.Linear(4 * config.width, config.width)
+
+    def forward(self, x: torch.Tensor, lower: Lower) -> torch.Tensor:
+        # Residual sums add float32 and lower precision: ordinary promotion to float32.
+        x = x + self.attention(layer_norm(x, self.norm1, lower), lower)
+        hidden = F.gelu(linear(layer_norm(x, self.norm2, lower), self.fc, lower))
+        return x + linear(hidden, self.out, lower)
+
+
+class GPT(nn.Module):
+    """A GPT-style decoder built from ``config``, randomly initialised (nothing downloaded)."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(config.vocab, config.width)
+        self.positions = nn.Embedding(config.context, config.width)
+        self.blocks = nn.ModuleList(GPTBlock(config) for _ in range(config.layers))
+        self.norm = nn.LayerNorm(config.width)
+        self.head = nn.Linear(config.width, config.vocab)
+
+    def forward(self, tokens: torch.Tensor, lower: Lower = None) -> torch.Tensor:
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.tokens(tokens) + self.positions(positions)
+        for block in self.blocks:
+            x = block(x, lower)
+        logits = linear(layer_norm(x, self.norm, lower), self.head, lower)
+        return logits.flatten(0, 1)  # one row of next-token logits per position

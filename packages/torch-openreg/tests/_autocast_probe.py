@@ -73,7 +73,7 @@ def _tensors(values: object) -> Iterator[torch.Tensor]:
             yield leaf
 
 
-def _intercept(overload_name: str):  # noqa: ANN202 - a kernel of any signature
+def _intercept(overload_name: str):
     def kernel(*args: object, **kwargs: object) -> object:
         dtype_arguments = tuple(
             value for value in (*args, *kwargs.values()) if isinstance(value, torch.dtype)
@@ -275,7 +275,8 @@ def policy_differences(
         expected = classify(cuda[name], name)
         if declared.get(name) != expected:
             differences.append(
-                f"{name}: CUDA's kernel behaves as {expected}, openreg declares {declared.get(name)}"
+                f"{name}: CUDA's kernel behaves as {expected}, "
+                f"openreg declares {declared.get(name)}"
             )
         for case, seen in cuda[name].items():
             if openreg[name][case] != seen:

@@ -25,9 +25,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import openreg_runtime
 import pytest
 from conftest import clean_environment
+
+import openreg_runtime
 
 HERE = Path(__file__).parent
 # Steps before the counts are compared: SGD's momentum buffers are created in the

@@ -50,7 +50,9 @@ def test_training_matches_cpu_reference(kind: str, recipe: str) -> None:
     reference = train(model, data, "cpu", RECIPES[recipe])
     assert_same_run(run, reference)
     # The parameters stay float32 (autocast casts copies), and training moved them.
-    assert all(v.dtype == torch.float32 for k, v in run.parameters.items() if "num_batches" not in k)
+    assert all(
+        v.dtype == torch.float32 for k, v in run.parameters.items() if "num_batches" not in k
+    )
     initial = make_model(kind).state_dict()
     assert not torch.equal(run.parameters[next(iter(initial))], next(iter(initial.values())))
     assert not all(run.skipped)

@@ -14,6 +14,7 @@ import contextlib
 import inspect
 import warnings
 from collections.abc import Callable, Iterator
+from typing import ClassVar
 
 import pytest
 import torch
@@ -23,7 +24,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 LOWER = [torch.float16, torch.bfloat16]
 EXACT = {"rtol": 0.0, "atol": 0.0}
-BCE_MESSAGE = "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast."
+BCE_MESSAGE = (
+    "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast."
+)
 
 
 def inputs(*shapes: tuple[int, ...], seed: int = 0) -> list[torch.Tensor]:
@@ -96,7 +99,9 @@ def test_low_level_switches() -> None:
 
 
 def test_unsupported_dtype_disables_autocast_with_torchs_warning() -> None:
-    with pytest.warns(UserWarning, match="In openreg autocast, but the target dtype is not supported"):
+    with pytest.warns(
+        UserWarning, match="In openreg autocast, but the target dtype is not supported"
+    ):
         region = torch.autocast("openreg", dtype=torch.float64)
     with region:
         assert not torch.is_autocast_enabled("openreg")
@@ -124,6 +129,7 @@ def test_autocast_is_per_device_type_and_skips_other_tensors() -> None:
 
 
 # ---- the policy, category by category -----------------------------------------------
+
 
 def math_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     # openreg computes attention by the math path (the fused CPU kernels are not
@@ -175,7 +181,9 @@ FP32_CASES = [
 ]
 
 
-def fp32_reference(function: Callable[..., torch.Tensor], args: list[torch.Tensor], dtype: torch.dtype):
+def fp32_reference(
+    function: Callable[..., torch.Tensor], args: list[torch.Tensor], dtype: torch.dtype
+):
     # Autocast casts the lower precision inputs up to float32: that is the reference.
     return function(*(t.to(dtype).float() for t in args))
 
@@ -239,7 +247,9 @@ def test_fp32_append_dtype_norm(dtype: torch.dtype) -> None:
         ),
         (
             lambda t: torch.ops.aten.norm.ScalarOpt_dim(t, 2, [1]),
-            lambda t: torch.ops.aten.norm.ScalarOpt_dim_dtype(t, 2, [1], False, dtype=torch.float32),
+            lambda t: torch.ops.aten.norm.ScalarOpt_dim_dtype(
+                t, 2, [1], False, dtype=torch.float32
+            ),
         ),
     ]:
         result = run_autocast(call, [x], dtype)
@@ -316,7 +326,7 @@ class CastCounter(TorchDispatchMode):
         self.dtype = dtype
         self.count = 0
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.ops.aten._to_copy.default and kwargs.get("dtype") == self.dtype:
             self.count += 1
@@ -378,18 +388,18 @@ def test_cached_weight_gradients_are_correct(weight_and_inputs) -> None:
 class Observed(torch.autograd.Function):
     """Records the autocast state and dtypes its forward and backward see."""
 
-    seen: dict[str, object] = {}
+    seen: ClassVar[dict[str, object]] = {}
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="openreg", cast_inputs=torch.float32)
-    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         Observed.seen["forward"] = (torch.is_autocast_enabled("openreg"), a.dtype, b.dtype)
         ctx.save_for_backward(a, b)
         return a @ b
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="openreg")
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a, b = ctx.saved_tensors
         Observed.seen["backward"] = (torch.is_autocast_enabled("openreg"), grad.dtype)
         return grad @ b.T, a.T @ grad
@@ -398,18 +408,18 @@ class Observed(torch.autograd.Function):
 class ObservedInRegion(torch.autograd.Function):
     """custom_fwd without cast_inputs: runs under the caller's autocast state."""
 
-    seen: dict[str, object] = {}
+    seen: ClassVar[dict[str, object]] = {}
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="openreg")
-    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out = a @ b
         ObservedInRegion.seen["forward"] = (torch.is_autocast_enabled("openreg"), out.dtype)
         return out
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="openreg")
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         ObservedInRegion.seen["backward"] = (
             torch.is_autocast_enabled("openreg"),
             torch.get_autocast_dtype("openreg"),
@@ -495,7 +505,7 @@ def test_amp_custom_fwd_bwd_are_deprecated_and_work() -> None:
     class Double(torch.autograd.Function):
         @staticmethod
         @cast_to_float
-        def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+        def forward(ctx, x: torch.Tensor) -> torch.Tensor:
             assert not torch.is_autocast_enabled("openreg")
             return x * 2
 

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-import torch_openreg
-
 from _autocast_probe import (
     Observation,
     autocast_operators,
@@ -25,6 +22,8 @@ from _autocast_probe import (
     policy_differences,
     registration_site,
 )
+
+import torch_openreg
 
 AUTOCAST_SOURCE = "aten/src/ATen/autocast_mode.cpp"
 # AutocastCUDA kernels that torch registers outside autocast_mode.cpp, in CUDA
@@ -115,7 +114,7 @@ def test_openreg_policy_equals_cuda_policy(
     }
 
 
-def _passthrough(op: torch._ops.OpOverload, key: str):  # noqa: ANN202 - kernel of op's signature
+def _passthrough(op: torch._ops.OpOverload, key: str):
     keys = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
 
     def kernel(*args: object, **kwargs: object) -> object:
@@ -125,7 +124,7 @@ def _passthrough(op: torch._ops.OpOverload, key: str):  # noqa: ANN202 - kernel 
     return kernel
 
 
-def _casting_to_float(op: torch._ops.OpOverload, key: str):  # noqa: ANN202
+def _casting_to_float(op: torch._ops.OpOverload, key: str):
     keys = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
 
     def kernel(x: torch.Tensor) -> torch.Tensor:
@@ -161,6 +160,4 @@ def test_the_guard_fails_when_torch_moves_or_adds_an_operator(
     assert "aten::tanh: CUDA autocasts it (fp32), openreg has no rule" in differences
     assert "aten::exp with torch.float16, inputs all_lower: CUDA passes on" in differences
     # Once the simulation is gone, openreg matches again.
-    assert observe_all({"aten::exp"}, "openreg") == {
-        "aten::exp": openreg_observations["aten::exp"]
-    }
+    assert observe_all({"aten::exp"}, "openreg") == {"aten::exp": openreg_observations["aten::exp"]}
