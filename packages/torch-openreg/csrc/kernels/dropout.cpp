@@ -7,8 +7,9 @@
 // kernels — so torch.utils.checkpoint, which saves and restores the device's
 // RNG state to recompute the same masks, would recompute different ones.
 // This kernel draws the mask from the device's default generator (its CPU
-// engine, see integration/generator.h) on the stream, in stream order, like every other
-// random operator of openreg; the rest is the CPU kernel's arithmetic.
+// engine, see integration/generator.h) on the stream, in stream order, like
+// every other random operator of openreg; the rest is the CPU kernel's
+// arithmetic.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/ones_like.h>
