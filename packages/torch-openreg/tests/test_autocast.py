@@ -362,6 +362,16 @@ def test_cache_disabled_casts_every_time(weight_and_inputs) -> None:
     assert count_weight_casts(weight, batches, cache_enabled=False) == 2 * len(batches)
 
 
+def test_global_cache_switch_is_the_default(weight_and_inputs) -> None:
+    weight, batches = weight_and_inputs
+    assert torch.is_autocast_cache_enabled()
+    torch.set_autocast_cache_enabled(False)
+    try:
+        assert count_weight_casts(weight, batches, cache_enabled=None) == 2 * len(batches)
+    finally:
+        torch.set_autocast_cache_enabled(True)
+
+
 def test_cache_is_only_for_leaf_parameters(weight_and_inputs) -> None:
     weight, batches = weight_and_inputs
     assert count_weight_casts(weight.detach(), batches, cache_enabled=True) == 2 * len(batches)
