@@ -8,10 +8,10 @@ state were not restored would recompute different activations (float32
 instead of float16, other dropout masks), so the gradients of a checkpointed
 model must equal those of the same model run without checkpointing, exactly.
 
-Two binding fixes make this hold, and are tested here: dropout draws from the
-openreg generator (csrc/kernels/dropout.cpp), and reading or setting that
-generator's state waits for queued kernels without holding the GIL (kernels
-launched inside checkpoint's saved-tensor hooks need it to start).
+Binding fixes make this hold, and are tested here: dropout draws from the
+openreg generator (csrc/kernels/dropout.cpp), torch.openreg._initialized tells
+checkpoint to save the device's RNG state, and reading or setting that state
+waits for queued kernels without holding the GIL.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ def _fail_instead_of_hanging() -> Iterator[None]:
 
 def test_rng_state_access_under_saved_tensor_hooks_does_not_deadlock(run_python) -> None:
     # Non-reentrant checkpoint sets the device's RNG state while kernels launched
-    # under its (Python) saved-tensor hooks are still queued. Without the fix this
-    # hangs every time (measured: 5 of 5 runs).
+    # under its (Python) saved-tensor hooks are still queued. When kernels restored
+    # the caller's thread-local state (hooks included, which needs the GIL), this hung
+    # in 5 of 5 runs unless the wait released the GIL; kept as a regression test.
     result = run_python(
         """
         import torch

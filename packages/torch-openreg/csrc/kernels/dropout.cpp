@@ -19,7 +19,7 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/async_functional.h"
+#include "engine/functional_kernel.h"
 #include "integration/generator.h"
 
 namespace torch_openreg {
