@@ -56,20 +56,22 @@ void recordPolicy(const char* operatorAndOverload, const char* policy) {
 // CUDA's message, word for word: code written for CUDA may match on it.
 at::Tensor binaryCrossEntropyBanned(const at::Tensor&, const at::Tensor&,
                                     const std::optional<at::Tensor>&, int64_t) {
-  TORCH_CHECK(false,
-              "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
-              "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
-              "In this case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_logits\n"
-              "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
-              "safe to autocast.");
+  TORCH_CHECK(
+      false,
+      "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
+      "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
+      "In this case, combine the two layers using "
+      "torch.nn.functional.binary_cross_entropy_with_logits\n"
+      "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
+      "safe to autocast.");
 }
 
 // Operators without a rule keep their dtypes: autocast passes them straight on.
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 // One registration and one table entry per operator, for each policy.
-#define OPENREG_AUTOCAST(POLICY, ...)                \
-  KERNEL_PRIVATEUSEONE(__VA_ARGS__, POLICY)          \
+#define OPENREG_AUTOCAST(POLICY, ...)       \
+  KERNEL_PRIVATEUSEONE(__VA_ARGS__, POLICY) \
   recordPolicy(#__VA_ARGS__, #POLICY);
 #define OPENREG_LOWER_PRECISION_FP(...) OPENREG_AUTOCAST(lower_precision_fp, __VA_ARGS__)
 #define OPENREG_FP32(...) OPENREG_AUTOCAST(fp32, __VA_ARGS__)
@@ -108,6 +110,8 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 
 }  // namespace
 
-const std::vector<std::pair<std::string, std::string>>& autocastPolicy() { return mutablePolicyTable(); }
+const std::vector<std::pair<std::string, std::string>>& autocastPolicy() {
+  return mutablePolicyTable();
+}
 
 }  // namespace torch_openreg
