@@ -1,8 +1,9 @@
 // generator.cpp — openreg generators wrapping CPU engines; default per device.
 #include "integration/generator.h"
 
-#include <Python.h>
 #include <openreg.h>
+
+#include <Python.h>
 
 #include <array>
 #include <mutex>
