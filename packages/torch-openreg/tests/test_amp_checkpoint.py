@@ -45,6 +45,7 @@ def test_rng_state_access_under_saved_tensor_hooks_does_not_deadlock(run_python)
     result = run_python(
         """
         import torch
+        import torch_openreg  # the test environments have no autoload shim
         from torch.utils.checkpoint import checkpoint
         x = torch.randn(64, 64, device="openreg", requires_grad=True)
         torch.openreg._sleep(500)  # the forward's kernels stay queued into the backward

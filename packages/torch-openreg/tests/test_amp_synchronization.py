@@ -39,6 +39,7 @@ WARMUP = 2
 SCRIPT = r"""
 import ctypes, json, os
 import torch
+import torch_openreg  # the test environments have no autoload shim
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
