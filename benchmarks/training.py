@@ -3,11 +3,15 @@
 The same model (same initial weights, same data) trains on each device with that
 device's default optimizer implementation; every openreg step ends with
 ``torch.openreg.synchronize()``, so a step's time includes all of its device work.
+Each model is timed twice: in float32, and with bfloat16 autocast around the forward
+pass and the loss — ``torch.autocast("openreg")`` against ``torch.autocast("cpu")``,
+each device under its own autocast policy (openreg's is CUDA's).
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Callable
 
 import torch
@@ -65,12 +69,17 @@ MODELS = {
 }
 
 
+# Autocast variants: (figure name suffix, autocast dtype or None for float32).
+PRECISIONS = (("", None), (", bf16 autocast", torch.bfloat16))
+
+
 def _step_fn(
     model: nn.Module,
     make_optimizer: Callable[[nn.Module], torch.optim.Optimizer],
     data: tuple[torch.Tensor, torch.Tensor],
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     device: str,
+    autocast_dtype: torch.dtype | None = None,
 ) -> Callable[[], None]:
     torch.manual_seed(3)
     model = copy.deepcopy(model).to(device)
@@ -78,10 +87,12 @@ def _step_fn(
     optimizer = make_optimizer(model)
     inputs, target = (t.to(device) for t in data)
     synchronize = torch.openreg.synchronize if device.startswith("openreg") else None
+    device_type = torch.device(device).type
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(inputs), target)
+        with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            loss = loss_fn(model(inputs), target)
         loss.backward()
         optimizer.step()
         if synchronize is not None:
@@ -92,18 +103,18 @@ def _step_fn(
 
 def run(settings: Settings) -> list[Figure]:
     figures: list[Figure] = []
-    for name, make in MODELS.items():
+    for (model_name, make), (suffix, dtype) in itertools.product(MODELS.items(), PRECISIONS):
+        name = model_name + suffix
         model, make_optimizer, data, loss_fn = make()
-        openreg_step = _step_fn(model, make_optimizer, data, loss_fn, "openreg")
-        cpu_step = _step_fn(model, make_optimizer, data, loss_fn, "cpu")
+        openreg_step = _step_fn(model, make_optimizer, data, loss_fn, "openreg", dtype)
+        cpu_step = _step_fn(model, make_optimizer, data, loss_fn, "cpu", dtype)
         batch = BATCH_SECONDS * settings.min_batch_seconds / MIN_BATCH_SECONDS
         pair = compare(
             openreg_step, cpu_step, torch.openreg.synchronize, settings, warmup=3,
             min_batch_seconds=batch,
         )  # fmt: skip
-        figures.append(
-            ratio_figure("3 training step", name, pair, TRAINING_RATIO_TARGET, {"model": name})
-        )
+        raw = {"model": model_name, "autocast": str(dtype) if dtype else "none"}
+        figures.append(ratio_figure("3 training step", name, pair, TRAINING_RATIO_TARGET, raw))
         print(f"  training: {name}: openreg {pair.openreg_median * 1e3:.2f} ms, "
               f"cpu {pair.peer_median * 1e3:.2f} ms", flush=True)  # fmt: skip
     return figures

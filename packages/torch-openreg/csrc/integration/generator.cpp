@@ -3,6 +3,8 @@
 
 #include <openreg.h>
 
+#include <Python.h>
+
 #include <array>
 #include <mutex>
 
@@ -22,10 +24,18 @@ GeneratorImpl::GeneratorImpl(c10::DeviceIndex device, uint64_t seed)
 // first waits for the device, so the host sees (and changes) the state as of
 // all work queued so far, as with CUDA, whose random kernels reserve their
 // numbers when launched.
+// The wait releases the GIL (when this thread holds it): queued kernels may
+// need it to start. Kernels launched under Python saved-tensor hooks restore
+// them on the worker, and torch.utils.checkpoint sets the RNG state from inside
+// those hooks while such kernels are queued.
 void GeneratorImpl::waitForQueuedDraws() const {
   if (insideKernel()) return;  // a kernel is already ordered with the others
   DeviceScope scope(device().index());
-  OPENREG_CHECK(orDeviceSynchronize());
+  PyThreadState* released = nullptr;
+  if (Py_IsInitialized() && PyGILState_Check()) released = PyEval_SaveThread();
+  const orError_t status = orDeviceSynchronize();
+  if (released != nullptr) PyEval_RestoreThread(released);
+  OPENREG_CHECK(status);
 }
 
 void GeneratorImpl::set_current_seed(uint64_t seed) {

@@ -15,6 +15,7 @@
 #include "integration/device_allocator.h"
 #include "engine/compiled_kernel_launch.h"
 #include "engine/fallback.h"
+#include "integration/autocast.h"
 #include "integration/generator.h"
 #include "integration/hooks.h"
 #include "engine/kernel_allocator.h"
@@ -121,6 +122,7 @@ PYBIND11_MODULE(_C, m) {
   // on this flag, e.g. torch.accelerator.empty_host_cache().
   m.def("_mark_initialized", [] { torch::utils::device_lazy_init(at::kPrivateUse1); });
   registerCompiledKernelBindings(m);
+  m.def("_autocast_policy", [] { return autocastPolicy(); });
   m.def("_check_runtime", [] {
     int count = 0;
     OPENREG_CHECK(orGetDeviceCount(&count));

@@ -8,6 +8,7 @@ convenience methods, which need the name and the module.
 from __future__ import annotations
 
 import atexit
+import sys
 
 import torch
 
@@ -31,6 +32,8 @@ def register() -> None:
             )
         torch.utils.rename_privateuse1_backend(BACKEND_NAME)
     torch._register_device_module(BACKEND_NAME, openreg)
+    # `from torch.openreg.amp import GradScaler` must find the same module (as with torch.cuda.amp).
+    sys.modules[f"torch.{BACKEND_NAME}.amp"] = openreg.amp
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
     )

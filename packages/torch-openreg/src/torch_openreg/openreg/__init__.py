@@ -13,7 +13,7 @@ from types import TracebackType
 import torch
 
 from .. import _C
-from . import _utils
+from . import _utils, amp
 from ._utils import DeviceLike, _get_device_index
 from .memory import (
     empty_cache,
@@ -137,6 +137,24 @@ def _inductor_backend_init() -> None:
     register_inductor_backend()
 
 
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The dtypes ``torch.autocast("openreg", dtype=...)`` accepts: float16 and bfloat16.
+
+    Every openreg operator runs on the CPU's kernels, which compute both, so
+    both are always supported (float16 is the default, as on CUDA).
+    """
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """True if openreg devices support bfloat16 (like ``torch.cuda.is_bf16_supported``).
+
+    Every openreg device computes bfloat16 natively, so ``including_emulation``
+    changes nothing; False only when no openreg device is available, as on CUDA.
+    """
+    return is_available()
+
+
 def _sleep(milliseconds: float, device: DeviceLike = None) -> None:
     """Enqueue a kernel that only waits, on the current stream (like torch.cuda._sleep)."""
     _C._sleep(_get_device_index(device, optional=True), int(milliseconds * 1000))
@@ -177,6 +195,10 @@ def __getattr__(name: str) -> object:
     # requires the device count, which reads the environment.
     if name == "default_generators":
         return tuple(_C._get_default_generator(i) for i in range(device_count()))
+    # torch.cuda's flag, read by device-generic code: torch.utils.checkpoint saves
+    # and restores a device's RNG state only if its module says it is initialised.
+    if name == "_initialized":
+        return is_initialized()
     raise AttributeError(f"module 'torch.openreg' has no attribute {name!r}")
 
 
@@ -185,6 +207,7 @@ __all__ = [
     "Stream",
     "StreamContext",
     "_utils",
+    "amp",
     "current_device",
     "current_stream",
     "default_stream",
@@ -192,6 +215,7 @@ __all__ = [
     "device_count",
     "device_of",
     "empty_cache",
+    "get_amp_supported_dtype",
     "get_device_name",
     "get_device_properties",
     "get_rng_state",
@@ -199,6 +223,7 @@ __all__ = [
     "init",
     "initial_seed",
     "is_available",
+    "is_bf16_supported",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",
