@@ -5,7 +5,8 @@ and MASTER_PORT in the environment; the store is served by the test process).
 A case prints ``OK`` when every check passed; any failure raises, so the rank
 exits non-zero with a traceback. Checks are differential wherever they can
 be: the same collective on CPU tensors (Gloo as it is) and on openreg tensors
-(the orgloo backend) must give identical results.
+(the orgloo backend) must give identical results. CASE_TRACE=1 prints the name
+of each differential check as it starts (to locate a hang).
 """
 
 from __future__ import annotations
@@ -253,37 +254,36 @@ def case_collectives() -> None:
     print("OK")
 
 
-def case_init_forms(form: str) -> None:
-    """The three ways of getting the backend for openreg tensors."""
+def case_init_forms() -> None:
+    """The ways of getting the backend for openreg tensors, one group after the other."""
     torch.openreg.set_device(DEVICE)
-    kwargs: dict[str, object] = {}
-    backend: str | None = None
-    if form == "device_id":
-        kwargs["device_id"] = DEVICE
-    elif form == "string":
-        backend = "cpu:gloo,openreg:orgloo"
-    elif form == "name":
-        backend = "orgloo"
-    elif form != "default":
-        raise ValueError(form)
-    dist.init_process_group(backend, store=connect_store(), rank=RANK, world_size=WORLD, **kwargs)
-    group = dist.group.WORLD
-    assert group._get_backend(DEVICE).name() == "orgloo", group._get_backend(DEVICE).name()
-    t = torch.full((3,), float(RANK + 1), device=DEVICE)
-    dist.all_reduce(t)
-    assert t.cpu().tolist() == [WORLD * (WORLD + 1) / 2] * 3, t
-    if form != "default":  # as with CUDA, the default group serves only the accelerator
-        c = torch.full((2,), float(RANK), device="cpu")
-        dist.all_reduce(c)  # CPU tensors: Gloo (its own, or orgloo handing them over)
-        assert c.tolist() == [sum(range(WORLD))] * 2, c
-    dist.barrier()
-    dist.destroy_process_group()
+    store = connect_store()
+    forms: dict[str, tuple[str | None, dict[str, object]]] = {
+        "default": (None, {}),  # the default backend of the current accelerator
+        "device_id": (None, {"device_id": DEVICE}),
+        "device:backend": ("cpu:gloo,openreg:orgloo", {}),
+        "backend name": ("orgloo", {}),
+    }
+    for form, (backend, kwargs) in forms.items():
+        dist.init_process_group(
+            backend, store=dist.PrefixStore(form, store), rank=RANK, world_size=WORLD, **kwargs
+        )
+        backend_object = dist.group.WORLD._get_backend(DEVICE)
+        assert backend_object.name() == "orgloo", (form, backend_object.name())
+        t = torch.full((3,), float(RANK + 1), device=DEVICE)
+        dist.all_reduce(t)
+        assert t.cpu().tolist() == [WORLD * (WORLD + 1) / 2] * 3, (form, t)
+        if form != "default":  # as with CUDA, the default group serves only the accelerator
+            c = torch.full((2,), float(RANK), device="cpu")
+            dist.all_reduce(c)  # CPU tensors: Gloo (its own, or orgloo handing them over)
+            assert c.tolist() == [sum(range(WORLD))] * 2, (form, c)
+        dist.barrier()
+        dist.destroy_process_group()
     print("OK")
 
 
-def case_ordering() -> None:
+def check_ordering() -> None:
     """CUDA's ordering rules, each checked so that breaking it changes a result."""
-    init()
     store = connect_store()
     # 1. A collective waits for the work queued before it on its stream: the
     # values come from a fill queued behind a slow kernel.
@@ -342,13 +342,10 @@ def case_ordering() -> None:
         assert v.cpu().eq(WORLD * (WORLD + 1) / 2).all(), v
     store.set(f"done{RANK}", "1")
     store.wait([f"done{r}" for r in range(WORLD)])
-    print("OK", flush=True)
-    os._exit(0)  # not 20 s of draining the default stream
 
 
-def case_collective_order_across_streams() -> None:
+def check_order_across_streams() -> None:
     """Collectives issued on different streams reach Gloo in issue order."""
-    init()
     streams = [torch.openreg.Stream() for _ in range(3)]
     results = []
     for i in range(30):
@@ -363,13 +360,10 @@ def case_collective_order_across_streams() -> None:
     for i, t in enumerate(results):
         expected = sum(i * 10 + r for r in range(WORLD))
         assert t.cpu().eq(expected).all(), (i, t)
-    dist.destroy_process_group()
-    print("OK")
 
 
-def case_bad_arguments() -> None:
+def check_bad_arguments() -> None:
     """Mistakes raise at the call, with a message naming the problem."""
-    init()
     t = torch.ones(4, device=DEVICE)
     checks: list[tuple[Callable[[], object], str]] = [
         (lambda: dist.all_reduce(torch.ones(4, 4, device=DEVICE).t()[0]), "dense"),
@@ -393,8 +387,6 @@ def case_bad_arguments() -> None:
     # The group still works after refused calls.
     dist.all_reduce(t)
     assert t.cpu().eq(WORLD).all()
-    dist.destroy_process_group()
-    print("OK")
 
 
 def case_dead_peer() -> None:
@@ -455,9 +447,8 @@ def case_timeout() -> None:
     os._exit(0)
 
 
-def case_threads() -> None:
+def check_threads() -> None:
     """Collectives issued from two host threads, each with its own stream and group."""
-    init()
     other = dist.new_group(list(range(WORLD)), backend="orgloo")
     failures: list[BaseException] = []
 
@@ -479,8 +470,17 @@ def case_threads() -> None:
     for thread in threads:
         thread.join()
     assert not failures, failures
-    dist.destroy_process_group()
-    print("OK")
+
+
+def case_semantics() -> None:
+    """Stream order, issue order across streams and threads, argument checks."""
+    init()
+    check_bad_arguments()
+    check_order_across_streams()
+    check_threads()
+    check_ordering()  # last: it leaves a 20 s kernel on the default stream
+    print("OK", flush=True)
+    os._exit(0)  # not 20 s of draining the default stream
 
 
 def _mlp() -> torch.nn.Module:
@@ -513,7 +513,7 @@ def _train(model: torch.nn.Module, batches, device: torch.device, shard: bool) -
     return losses
 
 
-def case_ddp(hook: str = "none") -> None:
+def case_ddp() -> None:
     """DistributedDataParallel on openreg == one process on the CPU with the global batch."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel
@@ -523,14 +523,16 @@ def case_ddp(hook: str = "none") -> None:
     reference = _mlp()
     _train(reference, batches, torch.device("cpu"), shard=False)
 
-    # Small buckets: several all-reduces per step, overlapping the backward pass.
-    model = DistributedDataParallel(_mlp().to(DEVICE), bucket_cap_mb=0.01)
-    if hook == "python":  # a Python comm hook: futures and callbacks on Gloo's threads
-        model.register_comm_hook(None, default_hooks.allreduce_hook)
-    _train(model, batches, DEVICE, shard=True)
-    for (name, expected), actual in zip(reference.named_parameters(), model.module.parameters(),
-                                        strict=True):  # fmt: skip
-        torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=1e-6, msg=name)
+    for hook in ("built-in", "python"):
+        # Small buckets: several all-reduces per step, overlapping the backward pass.
+        model = DistributedDataParallel(_mlp().to(DEVICE), bucket_cap_mb=0.01)
+        if hook == "python":  # a Python comm hook: futures and callbacks on Gloo's threads
+            model.register_comm_hook(None, default_hooks.allreduce_hook)
+        _train(model, batches, DEVICE, shard=True)
+        for (name, expected), actual in zip(reference.named_parameters(),
+                                            model.module.parameters(), strict=True):  # fmt: skip
+            torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=1e-6,
+                                       msg=f"{hook} hook: {name}")  # fmt: skip
     dist.destroy_process_group()
     print("OK")
 

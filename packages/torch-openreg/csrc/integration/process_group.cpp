@@ -20,6 +20,8 @@
 #include <Python.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -195,6 +197,7 @@ class OpenRegWork final : public c10d::Work {
     }
     released.clear();  // Gloo is done with the memory: the host may reuse it
     finish(std::move(failure));
+    done_.store(true, std::memory_order_release);
   }
   // Runs the callbacks of get_future()'s future (possibly Python code).
   void completeFuture() {
@@ -239,11 +242,20 @@ class OpenRegWork final : public c10d::Work {
     OPENREG_CHECK(openreg::launchHostFunc(nativeHandle(stream), [self] { self->waitOnWorker(); }));
   }
 
+  // Small collectives finish within microseconds of being issued: a short spin
+  // (yielding between rounds, as the runtime's own waits do) saves the stream
+  // worker a sleep and a wake-up for them.
   void waitOnWorker() {
+    const auto deadline = std::chrono::steady_clock::now() + kJoinSpin;
+    while (!done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
     std::unique_lock<std::mutex> lock(mutex_);
     cv_.wait(lock, [&] { return completed_; });
     if (exception_) orSetKernelError(messageOf(exception_).c_str());
   }
+
+  static constexpr auto kJoinSpin = std::chrono::microseconds(50);
 
   const std::string description_;
   const c10::DeviceIndex device_;
@@ -251,6 +263,7 @@ class OpenRegWork final : public c10d::Work {
   std::vector<at::Tensor> held_;  // every tensor Gloo uses, until it is done
   const bool blocksHost_;
   int sourceRank_ = -1;
+  std::atomic<bool> done_{false};  // finish() has run (read without the mutex)
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
