@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def _ddp_figure(settings: Settings) -> Figure:
 
     model, make_optimizer, (inputs, targets), loss_fn = _mlp()
 
-    def step_fn(device: str):
+    def step_fn(device: str) -> Callable[[], None]:
         torch.manual_seed(3)
         ddp = DistributedDataParallel(copy.deepcopy(model).to(device))
         optimizer = make_optimizer(ddp)
@@ -142,7 +143,7 @@ def worker(output: Path, settings: Settings) -> None:
         "cpu:gloo,openreg:orgloo", store=store, rank=rank, world_size=WORLD,
         timeout=timedelta(seconds=WORLD_TIMEOUT),
     )  # fmt: skip
-    figures = _bandwidth_figures(settings) + [_ddp_figure(settings)]
+    figures = [*_bandwidth_figures(settings), _ddp_figure(settings)]
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0:

@@ -22,7 +22,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import torch.distributed as dist
-
 from conftest import clean_environment
 
 CASES = Path(__file__).with_name("_distributed_cases.py")
@@ -80,8 +79,8 @@ def run_world(
         processes = []
         try:
             for rank in range(world_size):
-                out = open(Path(scratch) / f"{rank}.out", "w+b")  # noqa: SIM115
-                err = open(Path(scratch) / f"{rank}.err", "w+b")  # noqa: SIM115
+                out = open(Path(scratch) / f"{rank}.out", "w+b")
+                err = open(Path(scratch) / f"{rank}.err", "w+b")
                 outputs.append((out, err))
                 rank_env = clean_environment(
                     RANK=str(rank),

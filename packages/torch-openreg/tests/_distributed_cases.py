@@ -81,8 +81,9 @@ def case_collectives() -> None:
     float_ops = [Reduce.SUM, Reduce.PRODUCT, Reduce.MIN, Reduce.MAX, Reduce.AVG]
     int_ops = [Reduce.SUM, Reduce.PRODUCT, Reduce.MIN, Reduce.MAX, Reduce.BAND, Reduce.BOR,
                Reduce.BXOR]  # fmt: skip
-    for dtype, ops in [(torch.float32, float_ops), (torch.float64, float_ops),
-                       (torch.int64, int_ops), (torch.int32, int_ops), (torch.uint8, int_ops)]:  # fmt: skip
+    cases = [(torch.float32, float_ops), (torch.float64, float_ops), (torch.int64, int_ops),
+             (torch.int32, int_ops), (torch.uint8, int_ops)]  # fmt: skip
+    for dtype, ops in cases:
         for op in ops:
 
             def all_reduce(device: torch.device, dtype=dtype, op=op) -> list[torch.Tensor]:
@@ -124,7 +125,9 @@ def case_collectives() -> None:
 
         def gather_scatter(device: torch.device, root=root) -> list[torch.Tensor]:
             t = rank_data((6,), torch.float32).to(device)
-            gathered = [torch.zeros(6, device=device) for _ in range(WORLD)] if RANK == root else None
+            gathered = None
+            if RANK == root:
+                gathered = [torch.zeros(6, device=device) for _ in range(WORLD)]
             dist.gather(t, gathered, dst=root)
             out = torch.zeros(4, device=device)
             chunks = [rank_data((4,), torch.float32, r).to(device) for r in range(WORLD)]
@@ -308,7 +311,8 @@ def check_ordering() -> None:
         store.set("issued", "1")
         assert after.cpu().eq(WORLD * (WORLD + 1) / 2).all(), after
         assert work.is_completed() and work.is_success()
-        assert [t.cpu() for t in work.result()][0].eq(WORLD * (WORLD + 1) / 2).all()
+        (result,) = work.result()
+        assert result.cpu().eq(WORLD * (WORLD + 1) / 2).all(), result
     else:
         store.wait(["issued"])
         work = dist.all_reduce(z, async_op=True)
@@ -460,7 +464,7 @@ def check_threads() -> None:
                     t = torch.full((32,), base + i + RANK, device=DEVICE)
                     dist.all_reduce(t, group=group)
                     assert t.cpu().eq(WORLD * (base + i) + sum(range(WORLD))).all()
-        except BaseException as error:  # noqa: BLE001
+        except BaseException as error:
             failures.append(error)
 
     threads = [threading.Thread(target=loop, args=(None, 0.0)),
@@ -495,8 +499,10 @@ def _batches(steps: int, per_rank: int) -> list[tuple[torch.Tensor, torch.Tensor
     """The global batches (identical on every rank), CPU."""
     generator = torch.Generator().manual_seed(1234)
     total = per_rank * WORLD
-    return [(torch.randn(total, 16, generator=generator), torch.randn(total, 4, generator=generator))
-            for _ in range(steps)]  # fmt: skip
+    return [
+        (torch.randn(total, 16, generator=generator), torch.randn(total, 4, generator=generator))
+        for _ in range(steps)
+    ]
 
 
 def _train(model: torch.nn.Module, batches, device: torch.device, shard: bool) -> list[float]:
@@ -529,6 +535,11 @@ def case_ddp() -> None:
         if hook == "python":  # a Python comm hook: futures and callbacks on Gloo's threads
             model.register_comm_hook(None, default_hooks.allreduce_hook)
         _train(model, batches, DEVICE, shard=True)
+        if hook == "built-in":  # DDP timed its iterations with openreg events
+            logged = model._get_ddp_logging_data()
+            for key in ("avg_forward_compute_time", "avg_backward_compute_time",
+                        "avg_backward_comm_time"):  # fmt: skip
+                assert logged.get(key, 0) > 0, (key, logged)
         for (name, expected), actual in zip(reference.named_parameters(),
                                             model.module.parameters(), strict=True):  # fmt: skip
             torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=1e-6,
@@ -586,7 +597,8 @@ def case_fsdp() -> None:
                 tokens = tokens.chunk(WORLD)[RANK]
             tokens = tokens.to(device)
             logits = model(tokens[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 50), tokens[:, 1:].reshape(-1))
+            targets = tokens[:, 1:].reshape(-1)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 50), targets)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -651,7 +663,7 @@ def case_dtensor() -> None:
     print("OK")
 
 
-CASES = {name[len("case_") :]: value for name, value in globals().items() if name.startswith("case_")}
+CASES = {name.removeprefix("case_"): f for name, f in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](*sys.argv[2:])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from _distributed import run_world
 
 
