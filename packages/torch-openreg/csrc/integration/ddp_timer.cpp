@@ -12,7 +12,7 @@
 
 #include <array>
 
-#include "stream.h"
+#include "integration/stream.h"
 
 namespace c10d {
 namespace {

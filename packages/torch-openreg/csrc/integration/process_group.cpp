@@ -31,10 +31,10 @@
 #include <unordered_set>
 #include <utility>
 
-#include "device.h"
-#include "kernel_context.h"
-#include "runtime_check.h"
-#include "stream.h"
+#include "base/address_ranges.h"
+#include "base/device.h"
+#include "base/runtime_check.h"
+#include "integration/stream.h"
 
 namespace torch_openreg {
 namespace {
@@ -268,20 +268,29 @@ class OpenRegWork final : public c10d::Work {
 };
 
 // ---- CPU aliases ---------------------------------------------------------------------
-// The tensors Gloo gets: CPU aliases of openreg tensors, or CPU tensors as they are.
+// The tensors Gloo gets: for an openreg tensor, a CPU tensor over the same bytes
+// at their kernel-view address (same sizes, strides and offset; it owns
+// nothing — the Work keeps the openreg tensor alive); CPU tensors as they are.
 class GlooView {
  public:
-  explicit GlooView(std::optional<c10::DeviceIndex> device) {
-    if (device) context_.emplace(*device);
+  explicit GlooView(std::optional<c10::DeviceIndex> device) : device_(device) {}
+  at::Tensor of(const at::Tensor& tensor) const {
+    if (!device_ || tensor.device().type() != c10::DeviceType::PrivateUse1) return tensor;
+    const c10::Storage& original = tensor.storage();
+    void* kernelData = original.data() == nullptr ? nullptr : toKernelView(original.data(), *device_);
+    c10::Storage storage(c10::Storage::use_byte_size_t(), original.nbytes(),
+                         c10::DataPtr(kernelData, c10::Device(c10::DeviceType::CPU)),
+                         /*allocator=*/nullptr, /*resizable=*/false);
+    return at::empty({0}, tensor.options().device(c10::DeviceType::CPU))
+        .set_(storage, tensor.storage_offset(), tensor.sizes(), tensor.strides());
   }
-  at::Tensor of(const at::Tensor& tensor) { return context_ ? context_->alias(tensor) : tensor; }
-  std::vector<at::Tensor> of(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> of(const std::vector<at::Tensor>& tensors) const {
     std::vector<at::Tensor> views;
     views.reserve(tensors.size());
     for (const at::Tensor& tensor : tensors) views.push_back(of(tensor));
     return views;
   }
-  std::vector<std::vector<at::Tensor>> of(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> of(const std::vector<std::vector<at::Tensor>>& lists) const {
     std::vector<std::vector<at::Tensor>> views;
     views.reserve(lists.size());
     for (const auto& list : lists) views.push_back(of(list));
@@ -289,7 +298,7 @@ class GlooView {
   }
 
  private:
-  std::optional<KernelContext> context_;
+  std::optional<c10::DeviceIndex> device_;
 };
 
 }  // namespace
