@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import EXAMPLE, TORCHRUN, child_environment
+from _launch import EXAMPLE, TORCHRUN, child_environment
 
 
 def test_ddp_with_torchrun_on_localhost(launch):

@@ -22,7 +22,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import torch.distributed as dist
-from conftest import clean_environment
 
 CASES = Path(__file__).with_name("_distributed_cases.py")
 # After one rank has failed, how long the others get to notice (their own
@@ -46,6 +45,21 @@ class RankResult:
 
 class WorldFailed(AssertionError):
     pass
+
+
+def clean_environment(**overrides: str) -> dict[str, str]:
+    """os.environ without OpenReg variables or Python fault handlers, plus ``overrides``.
+
+    (As conftest.clean_environment; not imported from there, because another test
+    directory's conftest may be the one Python finds under that name.)
+    """
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("OPENREG_") and key not in ("PYTHONFAULTHANDLER", "PYTHONDEVMODE")
+    }
+    env.update(overrides)
+    return env
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
