@@ -27,6 +27,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+import torch_openreg  # noqa: F401  (registers openreg and orgloo; implied by the autoload shim)
+
 BATCH_PER_RANK = 16
 
 
