@@ -281,8 +281,10 @@ class GlooView {
     c10::Storage storage(c10::Storage::use_byte_size_t(), original.nbytes(),
                          c10::DataPtr(kernelData, c10::Device(c10::DeviceType::CPU)),
                          /*allocator=*/nullptr, /*resizable=*/false);
-    return at::empty({0}, tensor.options().device(c10::DeviceType::CPU))
-        .set_(storage, tensor.storage_offset(), tensor.sizes(), tensor.strides());
+    auto impl = c10::make_intrusive<c10::TensorImpl>(
+        std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), tensor.dtype());
+    impl->set_sizes_and_strides(tensor.sizes(), tensor.strides(), tensor.storage_offset());
+    return at::Tensor(std::move(impl));
   }
   std::vector<at::Tensor> of(const std::vector<at::Tensor>& tensors) const {
     std::vector<at::Tensor> views;
