@@ -38,6 +38,11 @@ SHAPES = {
     "autoload": ("openreg-runtime", "torch-openreg", "openreg-autoload"),
     "broken": ("openreg-runtime", "torch-openreg", "openreg-autoload"),
 }
+# The binding's torch.distributed tests (run by the `distributed` session, not `binding`).
+DISTRIBUTED_BINDING_TESTS = (
+    "packages/torch-openreg/tests/test_distributed.py",
+    "packages/torch-openreg/tests/test_distributed_worlds.py",
+)
 # Makes the binding unloadable without importing anything of OpenReg or torch:
 # find_spec on a top-level package locates it without running it.
 BREAK_RUNTIME = """
@@ -71,7 +76,7 @@ print("without openreg-autoload: import torch leaves openreg alone; import torch
 nox.needs_version = ">=2024.10"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "runtime", "binding", "wheels", "integration"]
+nox.options.sessions = ["lint", "runtime", "binding", "distributed", "wheels", "integration"]
 
 
 def sync_locked(session: nox.Session, *packages: str, groups: tuple[str, ...] = ("test",)) -> None:
@@ -107,11 +112,33 @@ def runtime(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def binding(session: nox.Session) -> None:
-    """torch-openreg (with torch and openreg-runtime): its pytest suite against the wheel."""
+    """torch-openreg (with torch and openreg-runtime): its pytest suite against the wheel.
+
+    The torch.distributed tests (test_distributed*.py) run in the ``distributed`` session.
+    """
     sync_locked(session, "torch-openreg")
-    session.run("pytest", "packages/torch-openreg/tests", *session.posargs)
+    session.run(
+        "pytest", "packages/torch-openreg/tests", "--ignore-glob=*/test_distributed*",
+        *session.posargs,
+    )  # fmt: skip
     # The benchmark runner's own logic (pooling, load readings); it needs torch, not timing.
     session.run("pytest", "benchmarks/tests", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def distributed(session: nox.Session) -> None:
+    """torch.distributed on openreg: the orgloo backend's tests, torchrun, simulated hosts.
+
+    The binding's test_distributed*.py (collectives against Gloo on CPU, stream order,
+    DDP, FSDP2, DTensor, failures; worlds of 2-4 processes), then tests/distributed:
+    torchrun on localhost, and torchrun on two simulated hosts — network namespaces
+    joined by a veth pair, which the tests create and delete (root required: the
+    session fails rather than skips without it).
+    """
+    sync_locked(session, "torch-openreg")
+    session.run("pytest", *DISTRIBUTED_BINDING_TESTS, *session.posargs)
+    session.run("pytest", "tests/distributed", *session.posargs,
+                env={"OPENREG_REQUIRE_NETNS": "1"})  # fmt: skip
 
 
 @nox.session(python=PYTHON)

@@ -8,7 +8,8 @@
 Families: ``ops`` (1: measured by this script in ``--processes`` fresh subprocesses,
 ``--mode inplace``, whose repeats are pooled), ``copy-ops`` (2: the same operators with
 OPENREG_FALLBACK=copy, one subprocess, ``--mode copy``), ``training`` (3),
-``allocation`` (4), ``copies`` (5), ``imports`` (6), ``compile`` (7: torch.compile).
+``allocation`` (4), ``copies`` (5), ``imports`` (6), ``compile`` (7: torch.compile),
+``distributed`` (9: two ranks).
 See benchmarks/README.md.
 """
 
@@ -51,6 +52,7 @@ FAMILIES = (
     "imports",
     "compile",
     "cpu-tax",
+    "distributed",
 )
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results.json"
 OPS_PROCESSES = 3  # family 1 is pooled over this many fresh processes
@@ -141,7 +143,7 @@ def run_ops(
 
 
 def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> list[Figure]:
-    from benchmarks import compiled, cpu_tax, imports, memory, training
+    from benchmarks import compiled, cpu_tax, distributed, imports, memory, training
 
     runners: dict[str, Callable[[], list[Figure]]] = {
         "ops": lambda: run_ops(args, settings, "inplace", args.processes),
@@ -151,6 +153,7 @@ def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> li
         "copies": lambda: memory.run_copies(settings),
         "imports": lambda: imports.run(settings),
         "compile": lambda: compiled.run(settings, quick=args.quick),
+        "distributed": lambda: distributed.run(settings),
         "cpu-tax": lambda: cpu_tax.run(settings),
     }
     return runners[name]()

@@ -24,6 +24,7 @@
 #include "base/runtime_check.h"
 #include "integration/event.h"
 #include "integration/stream.h"
+#include "python/process_group_bindings.h"
 
 namespace py = pybind11;
 
@@ -57,6 +58,7 @@ void synchronizeDevice(c10::DeviceIndex device) {
 PYBIND11_MODULE(_C, m) {
   using namespace torch_openreg;
   m.doc() = "Native part of torch_openreg (use torch.openreg instead).";
+  bindProcessGroup(m);
   m.def("_init", &initialize);
   m.def("_device_count", [] { return static_cast<int>(deviceCount()); });
   m.def("_get_device", [] { return static_cast<int>(currentDevice()); });

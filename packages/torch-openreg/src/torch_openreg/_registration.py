@@ -2,7 +2,8 @@
 
 Order matters: the C++ side first (hooks, kernel allocator), then the
 PrivateUse1 rename, the ``torch.openreg`` module, and the generated
-convenience methods, which need the name and the module.
+convenience methods, which need the name and the module; then the
+torch.distributed backend for the device.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 
 import torch
 
-from . import _C, _compile, openreg
+from . import _C, _compile, distributed, openreg
 
 BACKEND_NAME = "openreg"
 _registered = False
@@ -37,6 +38,7 @@ def register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
     )
+    distributed.register()
     atexit.register(_drain_devices)
     _compile.install()
     _C._mark_initialized()
