@@ -73,6 +73,18 @@ assert torch.ones(2, device="openreg").sum().item() == 2
 print("without openreg-autoload: import torch leaves openreg alone; import torch_openreg works")
 """
 
+# nox -s sanitize: what the runtime is instrumented with (GCC's -fsanitize= list;
+# float-cast-overflow is not part of "undefined" in GCC), and how a report ends
+# the run. Python itself is not instrumented: the ASan runtime is preloaded.
+SANITIZERS = "address,undefined,float-cast-overflow"
+SANITIZER_ENV = {
+    # handle_segv=0: the device-memory diagnostic tests crash on purpose and
+    # expect the runtime's own SIGSEGV handler, not ASan's report.
+    "ASAN_OPTIONS": "handle_segv=0:detect_leaks=0:abort_on_error=0:halt_on_error=1",
+    "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+}
+TSAN_DRIVER = "packages/openreg-runtime/tests/sanitize/streams_and_events.cpp"
+
 nox.needs_version = ">=2024.10"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
@@ -202,6 +214,47 @@ def integration(session: nox.Session, shape: str) -> None:
         python = str(Path(session.bin) / "python")
         session.run("uv", "pip", "uninstall", "--python", python, "openreg-autoload")
         session.run("python", "-c", NO_AUTOLOAD_CHECK)
+
+
+def compiler_file(session: nox.Session, name: str) -> str:
+    """Path of a GCC runtime library (libasan.so, ...); a clear error if GCC lacks it."""
+    path = session.run("g++", f"-print-file-name={name}", silent=True, external=True).strip()
+    if not Path(path).is_absolute():
+        session.error(f"g++ has no {name}: install GCC's sanitizer runtimes (libasan8, libtsan2)")
+    return path
+
+
+@nox.session(python=PYTHON)
+def sanitize(session: nox.Session) -> None:
+    """The runtime under ASan+UBSan (its pytest suite) and TSan (streams/events driver).
+
+    Zero reports: any sanitizer report fails the session. See README, "Sanitizers".
+    """
+    # 1. ASan + UBSan: the runtime wheel built instrumented, its whole test suite.
+    wheel_dir = Path(session.create_tmp()) / "sanitized-wheel"
+    shutil.rmtree(wheel_dir, ignore_errors=True)
+    session.run(
+        "uv", "build", "--wheel", "--out-dir", str(wheel_dir), "packages/openreg-runtime",
+        env={"OPENREG_SANITIZE": SANITIZERS},
+    )  # fmt: skip
+    (wheel,) = wheel_dir.glob("openreg_runtime-*.whl")
+    session.install("-r", locked_requirements(session, "runtime-only"), str(wheel))
+    session.run("python", "-c", NO_TORCH_CHECK)
+    env = {"LD_PRELOAD": compiler_file(session, "libasan.so"), **SANITIZER_ENV}
+    session.run("pytest", "packages/openreg-runtime/tests", *session.posargs, env=env)
+    # 2. TSan: the runtime's sources and a C++ driver of streams and events, one
+    # executable (Python cannot run under TSan without an instrumented build).
+    driver = Path(session.create_tmp()) / "streams_and_events_tsan"
+    runtime = ROOT / "packages" / "openreg-runtime"
+    sources = sorted(str(path) for path in (runtime / "csrc" / "runtime").glob("*.cpp"))
+    session.run(
+        "g++", "-std=c++17", "-O1", "-g", "-fsanitize=thread", "-Wall", "-Wextra", "-Werror",
+        f"-I{runtime / 'src' / 'openreg_runtime' / 'include'}", *sources, str(ROOT / TSAN_DRIVER),
+        "-o", str(driver), "-pthread",
+        external=True,
+    )  # fmt: skip
+    for _ in range(3):
+        session.run(str(driver), env={"TSAN_OPTIONS": "halt_on_error=1:exitcode=66"}, external=True)
 
 
 @nox.session(python=PYTHON)

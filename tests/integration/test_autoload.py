@@ -87,7 +87,7 @@ print(json.dumps([dict(item) for item in loader]))
 OFF_SWITCHES = [
     pytest.param({"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, id="TORCH_DEVICE_BACKEND_AUTOLOAD=0"),
     pytest.param({"OPENREG_AUTOLOAD": "0"}, id="OPENREG_AUTOLOAD=0"),
-    pytest.param({"OPENREG_AUTOLOAD": "off"}, id="OPENREG_AUTOLOAD=off"),
+    pytest.param({"OPENREG_AUTOLOAD": " 0 "}, id="OPENREG_AUTOLOAD=' 0 '"),
 ]
 
 
@@ -282,3 +282,60 @@ def test_import_time(python: Python, report: Callable[[str], None]) -> None:
         f"importing the shim module alone: {float(shim.last_line) * 1e3:.2f} ms"
     )
     assert after < auto_min, "with autoload, torch_openreg must already be imported by import torch"
+
+
+# One JSON line: the openreg warnings `import torch` emitted, and whether openreg loaded.
+WARNINGS_OF_IMPORT = """
+import json, sys, warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import torch
+print(json.dumps({
+    "loaded": "torch_openreg" in sys.modules and hasattr(torch, "openreg"),
+    "warnings": [{"category": w.category.__name__, "message": str(w.message)}
+                 for w in caught if "openreg" in str(w.message).lower()],
+}))
+"""
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "off", "true", "yes", "1.0"])
+def test_invalid_autoload_switch_warns_and_skips_openreg(python: Python, value: str) -> None:
+    found = python.ok(WARNINGS_OF_IMPORT, {"OPENREG_AUTOLOAD": value}).json()
+    assert found["loaded"] is False, found
+    (warning,) = found["warnings"]
+    assert warning["category"] == "OpenRegAutoloadWarning", warning
+    message = warning["message"]
+    assert f"OPENREG_AUTOLOAD='{value}' is invalid: set it to 1 or 0" in message, message
+    assert "reinstall" not in message, message
+
+
+@pytest.mark.parametrize("value", ["1", " 1", ""])
+def test_autoload_switch_on_values(python: Python, value: str) -> None:
+    found = python.ok(WARNINGS_OF_IMPORT, {"OPENREG_AUTOLOAD": value}).json()
+    assert found == {"loaded": True, "warnings": []}
+
+
+def test_invalid_autoload_switch_is_an_error_in_strict_mode(python: Python) -> None:
+    result = python.fails(
+        "import torch", {"OPENREG_AUTOLOAD": "maybe", "OPENREG_AUTOLOAD_STRICT": "1"}
+    )
+    assert "Failed to load the backend extension: openreg" in result.stderr, result.stderr
+    assert "OPENREG_AUTOLOAD='maybe' is invalid" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("value", ["yes", "true", "2"])
+def test_invalid_strict_switch_warns_and_openreg_still_loads(python: Python, value: str) -> None:
+    found = python.ok(WARNINGS_OF_IMPORT, {"OPENREG_AUTOLOAD_STRICT": value}).json()
+    assert found["loaded"] is True, found
+    (warning,) = found["warnings"]
+    assert f"OPENREG_AUTOLOAD_STRICT='{value}' is invalid" in warning["message"], warning
+
+
+def test_invalid_openreg_variable_warning_names_the_variable_as_remedy(python: Python) -> None:
+    found = python.ok(WARNINGS_OF_IMPORT, {"OPENREG_FALLBACK": "bogus"}).json()
+    assert found["loaded"] is False, found
+    (warning,) = found["warnings"]
+    message = warning["message"]
+    assert "OPENREG_FALLBACK='bogus' is invalid" in message, message  # the cause
+    assert "To fix it, set OPENREG_FALLBACK to a valid value" in message, message  # its remedy
+    assert "reinstall" not in message, message

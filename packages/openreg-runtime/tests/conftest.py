@@ -15,6 +15,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -171,3 +174,81 @@ def pinned_memory():
             rt.free_host(pointer)
         except rt.InvalidHostPointerError:
             pass  # the test freed it itself
+
+
+def hold(stream: rt.Stream) -> Callable[[], None]:
+    """Block ``stream``'s worker inside a callback until the returned function is called.
+
+    Returns once the worker is inside the callback, so everything enqueued
+    afterwards is certainly still queued: tests that need "work is pending"
+    use this instead of a sleep, which a busy machine can outlast.
+    """
+    running, release = threading.Event(), threading.Event()
+
+    def blocker() -> None:
+        running.set()
+        if not release.wait(60):
+            raise TimeoutError("a held stream was never released")
+
+    stream.launch(blocker)
+    assert running.wait(60), "the stream's worker never started the blocking callback"
+    return release.set
+
+
+@pytest.fixture
+def hold_stream():
+    """Factory: ``release = hold_stream(stream)`` (see ``hold``); released after the test."""
+    releases: list[Callable[[], None]] = []
+
+    def start(stream: rt.Stream) -> Callable[[], None]:
+        release = hold(stream)
+        releases.append(release)
+        return release
+
+    yield start
+    for release in releases:
+        release()
+
+
+_FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98}.get(os.uname().machine)
+_FUTEX_WAIT_BITSET = 9  # what pthread_cond_wait uses; mutexes use FUTEX_WAIT (0)
+
+
+def _in_untimed_condition_wait(native_id: int) -> bool | None:
+    """Whether the thread sleeps in an untimed condition-variable wait (None: cannot tell)."""
+    try:
+        with open(f"/proc/self/task/{native_id}/syscall") as status:
+            fields = status.read().split()
+    except OSError:
+        return None
+    if _FUTEX_SYSCALL is None or not fields or not fields[0].isdigit():
+        return None
+    if int(fields[0]) != _FUTEX_SYSCALL:
+        return False
+    operation, timeout = int(fields[2], 16), int(fields[4], 16)
+    return operation & 0x7F == _FUTEX_WAIT_BITSET and timeout == 0
+
+
+def _wait_until_blocked(thread: threading.Thread, timeout: float = 60) -> bool:
+    """Wait until ``thread`` sleeps in an untimed condition-variable wait.
+
+    Lets a test know, rather than hope after a sleep, that a host thread has
+    reached a blocking wait inside the runtime (CPython's GIL waits are timed,
+    mutex waits use another futex operation, so neither is mistaken for it).
+    Returns False where /proc cannot tell (then the caller must not rely on it).
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = _in_untimed_condition_wait(thread.native_id)
+        if state is None:
+            return False
+        if state:
+            return True
+        time.sleep(0.005)
+    raise AssertionError(f"{thread.name} never blocked within {timeout} s")
+
+
+@pytest.fixture(scope="session")
+def wait_until_blocked():
+    """``wait_until_blocked(thread)``: see ``_wait_until_blocked``."""
+    return _wait_until_blocked

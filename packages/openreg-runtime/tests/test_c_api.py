@@ -31,6 +31,24 @@ static void fail_in_callback(void* user_data) {
 
 static void add_one(void* user_data) { *(int*)user_data += 1; }
 
+/* Synchronizing from inside stream work must fail at once, not hang. */
+struct SyncInside {
+  orStream_t stream;
+  orEvent_t event;
+  orError_t codes[3];
+  int message_ok;
+};
+
+static void synchronize_inside(void* user_data) {
+  struct SyncInside* s = (struct SyncInside*)user_data;
+  s->codes[0] = orStreamSynchronize(s->stream);
+  s->message_ok =
+      strstr(orGetLastErrorMessage(), "inside work running on an OpenReg stream") != NULL;
+  s->codes[1] = orDeviceSynchronize();
+  s->codes[2] = orEventSynchronize(s->event);
+  (void)orGetLastError();
+}
+
 int main(void) {
   int count = 0;
   CHECK(orGetDeviceCount(&count));
@@ -111,6 +129,17 @@ int main(void) {
          strstr(orGetLastErrorMessage(), "kernel says no") != NULL);
   (void)orGetLastError();
   CHECK(orStreamSynchronize(stream));
+
+  struct SyncInside inside = {stream, NULL, {orSuccess, orSuccess, orSuccess}, 0};
+  CHECK(orEventCreate(&inside.event));
+  CHECK(orEventRecord(inside.event, stream));
+  CHECK(orLaunchHostFunc(stream, synchronize_inside, &inside));
+  CHECK(orLaunchHostFunc(stream, add_one, &counter));
+  CHECK(orStreamSynchronize(stream));
+  printf("synchronize inside work -> %s %s %s, message ok %d, counter %d\n",
+         orGetErrorName(inside.codes[0]), orGetErrorName(inside.codes[1]),
+         orGetErrorName(inside.codes[2]), inside.message_ok, counter);
+  CHECK(orEventDestroy(inside.event));
   CHECK(orStreamDestroy(stream));
   if (orSetKernelError("outside") != orErrorNotPermitted) return 1;
   (void)orGetLastError();
@@ -191,6 +220,8 @@ def test_c_program_uses_the_runtime(program, clean_env):
         "wrong kind -> orErrorInvalidMemcpyDirection (7)",
         "kind 7 -> orErrorInvalidMemcpyDirection",
         "launch -> orErrorLaunchFailure, counter 2, message has text: 1",
+        "synchronize inside work -> orErrorNotPermitted orErrorNotPermitted "
+        "orErrorNotPermitted, message ok 1, counter 3",
         "free == total: 1",
         "orErrorInvalidDevicePointer: invalid device pointer",
         "done",

@@ -39,7 +39,12 @@ def test_valid_device_count(run_python, value):
     assert report["count"] == {"value": count}
     assert report["last_device"] == {"value": count - 1}
     assert report["past_last"]["error"] == "InvalidDeviceError"
-    assert f"there are {count} OpenReg devices" in report["past_last"]["message"]
+    expected = (
+        "there is 1 OpenReg device (valid index: 0)"
+        if count == 1
+        else f"there are {count} OpenReg devices (valid indices: 0..{count - 1})"
+    )
+    assert expected in report["past_last"]["message"]
     assert len(report["totals"]) == count
 
 
@@ -97,3 +102,12 @@ def test_environment_is_read_once_per_process(run_python):
     print(json.dumps([first, rt.device_count()]))
     """
     assert run_python(source, env={"OPENREG_DEVICE_COUNT": "3"}).json() == [3, 3]
+
+
+@pytest.mark.parametrize("value", ["4096", "1000000", "1048575"])
+def test_bare_number_device_memory_is_bytes(run_python, value):
+    report = run_python(PROBE, env={"OPENREG_DEVICE_MEMORY": value}).json()
+    message = report["count"]["message"]
+    assert f"OPENREG_DEVICE_MEMORY='{value}' is invalid" in message
+    assert f"a bare number is bytes: {value} bytes is below the 1MiB minimum" in message
+    assert "'8GiB' or '512MiB'" in message

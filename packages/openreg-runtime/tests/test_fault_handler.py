@@ -146,3 +146,65 @@ def test_no_handler_noise_without_faults(run_python):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
     assert result.stderr == ""
+
+
+FAULT_AFTER_FAULTHANDLER = {
+    "host thread": "ctypes.string_at(buffer.ptr + 1, 1)",
+    "stream work": """
+stream = rt.Stream()
+stream.launch(lambda: ctypes.string_at(buffer.ptr + 1, 1))
+stream.synchronize()
+""",
+}
+
+
+@pytest.mark.parametrize("where", list(FAULT_AFTER_FAULTHANDLER))
+def test_diagnostic_printed_when_faulthandler_is_enabled_after_first_use(run_python, where):
+    """Python's faulthandler installed after the runtime's handler: both still report."""
+    source = f"""
+import ctypes, faulthandler, sys
+import openreg_runtime as rt
+buffer = rt.DeviceBuffer(4096)
+buffer.fill(0)   # the runtime (and its SIGSEGV handler) is active
+faulthandler.enable(file=sys.stderr)
+{FAULT_AFTER_FAULTHANDLER[where]}
+print("survived", flush=True)
+"""
+    result = run_python(source)
+    assert result.returncode == -signal.SIGSEGV, result.stderr
+    assert "survived" not in result.stdout
+    assert "Fatal Python error: Segmentation fault" in result.stderr
+    (line,) = openreg_lines(result.stderr)
+    assert line.startswith(PREFIX)
+    assert "(device 0, inside a 4096-byte allocation at 0x" in line
+
+
+def test_unrelated_segfault_after_faulthandler_still_kills_without_diagnostic(run_python):
+    source = """
+import ctypes, faulthandler, sys
+import openreg_runtime as rt
+rt.DeviceBuffer(4096).fill(0)
+faulthandler.enable(file=sys.stderr)
+ctypes.string_at(1)
+print("survived", flush=True)
+"""
+    result = run_python(source)
+    assert result.returncode == -signal.SIGSEGV, result.stderr
+    assert "Fatal Python error: Segmentation fault" in result.stderr
+    assert openreg_lines(result.stderr) == []
+
+
+def test_a_sigsegv_sent_with_kill_still_kills_the_process(run_python):
+    """Only faults are diagnosed; a SIGSEGV sent with kill() keeps its default action."""
+    source = """
+import os, signal, time
+import openreg_runtime as rt
+rt.DeviceBuffer(4096).fill(0)
+os.kill(os.getpid(), signal.SIGSEGV)
+time.sleep(1)
+print("survived", flush=True)
+"""
+    result = run_python(source)
+    assert result.returncode == -signal.SIGSEGV, (result.stdout, result.stderr)
+    assert "survived" not in result.stdout
+    assert openreg_lines(result.stderr) == []

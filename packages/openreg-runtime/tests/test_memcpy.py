@@ -300,3 +300,55 @@ def test_memcpy_async_without_stream_uses_the_default_stream(memory):
     assert default.query() is False
     default.synchronize()
     assert bytes(pinned) == DATA
+
+
+# Pinned allocations have known sizes: copies are range-checked against them as
+# against device allocations. Run in a fresh interpreter: without the check,
+# these copies overflow the C heap.
+PINNED_OVERRUN = """
+import json
+import openreg_runtime as rt
+
+K = rt.MemcpyKind
+MIB = 1 << 20
+pinned = rt.malloc_host(4096)
+big_pinned = rt.malloc_host(1 << 20)
+device = rt.malloc(1 << 20)
+stream = rt.Stream()
+cases = {
+    "async device->pinned": lambda: rt.memcpy_async(pinned, device, MIB, K.DEVICE_TO_HOST, stream),
+    "async pinned->device": lambda: rt.memcpy_async(device, pinned, MIB, K.HOST_TO_DEVICE, stream),
+    "sync device->pinned": lambda: rt.memcpy(pinned, device, 4097, K.DEVICE_TO_HOST),
+    "default kind, interior": lambda: rt.memcpy(pinned + 4000, device, 97, K.DEFAULT),
+    "pinned->pinned": lambda: rt.memcpy(pinned, big_pinned, 8192, K.HOST_TO_HOST),
+    "async pinned->pinned": lambda: rt.memcpy_async(big_pinned, pinned, 8192, K.DEFAULT, stream),
+    "exact fit": lambda: rt.memcpy_async(pinned + 96, device, 4000, K.DEVICE_TO_HOST, stream),
+}
+report = {}
+for name, copy in cases.items():
+    try:
+        copy()
+        stream.synchronize()
+        report[name] = "copied"
+    except rt.OpenRegError as error:
+        report[name] = [type(error).__name__, str(error)]
+print(json.dumps(report))
+"""
+
+
+def test_copies_overrunning_pinned_memory_are_invalid_value(run_python):
+    report = run_python(PINNED_OVERRUN).json()
+    assert report.pop("exact fit") == "copied"
+    roles = {
+        "async device->pinned": ("dst", 1 << 20, 4096),
+        "async pinned->device": ("src", 1 << 20, 4096),
+        "sync device->pinned": ("dst", 4097, 4096),
+        "default kind, interior": ("dst", 97, 4096),
+        "pinned->pinned": ("dst", 8192, 4096),
+        "async pinned->pinned": ("src", 8192, 4096),
+    }
+    for name, (role, count, size) in roles.items():
+        kind, message = report[name]
+        assert kind == "InvalidValueError", (name, message)
+        assert message.startswith(f"{role} range of {count} bytes"), (name, message)
+        assert f"overruns its {size}-byte pinned allocation" in message, (name, message)

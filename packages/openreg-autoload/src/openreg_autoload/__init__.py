@@ -19,15 +19,28 @@ Environment switches, read at call time so child processes (multiprocessing
 spawn, DataLoader workers) inherit them with the rest of the environment:
 
 * ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` (torch's): no backend is autoloaded at all.
-* ``OPENREG_AUTOLOAD=0`` (also ``false``/``no``/``off``): only openreg is skipped.
-* ``OPENREG_AUTOLOAD_STRICT=1`` (also ``true``/``yes``/``on``): a failure raises
-  :class:`OpenRegAutoloadError`, which torch reports as
-  ``RuntimeError: Failed to load the backend extension: openreg`` caused by it.
+* ``OPENREG_AUTOLOAD=0``: only openreg is skipped (``1`` or unset: loaded).
+* ``OPENREG_AUTOLOAD_STRICT=1``: a failure raises :class:`OpenRegAutoloadError`,
+  which torch reports as ``RuntimeError: Failed to load the backend extension:
+  openreg`` caused by it (``0`` or unset: a warning).
+
+Like every other OpenReg variable, the two switches are validated: only ``0``
+and ``1`` are accepted (surrounding spaces ignored, empty means unset). Any
+other value is reported like a load failure (one warning, or the error in
+strict mode); an invalid ``OPENREG_AUTOLOAD`` also leaves openreg unloaded,
+since what it asked for is unknown, and an invalid ``OPENREG_AUTOLOAD_STRICT``
+counts as ``0``.
+
+The remedy a failure names depends on its cause: an OpenReg variable with an
+invalid value (the message of such errors starts ``NAME='value' is invalid``)
+is fixed by correcting or unsetting that variable, anything else by
+reinstalling or rebuilding the packages.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import warnings
 
 __all__ = [
@@ -39,14 +52,13 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_OFF = frozenset({"0", "false", "no", "off"})
-_ON = frozenset({"1", "true", "yes", "on"})
-
-_REMEDY = (
+_REINSTALL = (
     "reinstall or rebuild torch-openreg and openreg-runtime "
     "(pip install --force-reinstall torch-openreg openreg-runtime; in the OpenReg workspace: "
     "uv sync --reinstall-package openreg-runtime --reinstall-package torch-openreg)"
 )
+# How OpenReg's messages about an invalid environment variable begin.
+_INVALID_VARIABLE = re.compile(r"\b(OPENREG_[A-Z0-9_]+)='[^']*' is invalid")
 
 
 class OpenRegAutoloadWarning(RuntimeWarning):
@@ -62,34 +74,90 @@ class OpenRegAutoloadError(RuntimeError):
     """The openreg device failed to load and ``OPENREG_AUTOLOAD_STRICT=1`` is set."""
 
 
-def _flag(name: str, default: str, values: frozenset[str]) -> bool:
-    return os.environ.get(name, default).strip().lower() in values
+def _switch(name: str) -> bool | None:
+    """``OPENREG_AUTOLOAD``-style switch: True for 1, False for 0, its default when
+    unset or empty, None when the value is anything else."""
+    value = os.environ.get(name, "").strip()
+    if value == "":
+        return name == "OPENREG_AUTOLOAD"  # autoload defaults on, strict mode off
+    return {"0": False, "1": True}.get(value)
+
+
+def _invalid_switch(name: str) -> str:
+    return (
+        f"{name}={os.environ.get(name, '')!r} is invalid: set it to 1 or 0 "
+        "(unset: autoload on, strict mode off)"
+    )
 
 
 def is_enabled() -> bool:
-    """False when ``OPENREG_AUTOLOAD`` is ``0``/``false``/``no``/``off``; unset means on."""
-    return not _flag("OPENREG_AUTOLOAD", "1", _OFF)
+    """True when ``OPENREG_AUTOLOAD`` is ``1`` or unset; False for ``0`` or an invalid value."""
+    return bool(_switch("OPENREG_AUTOLOAD"))
 
 
 def is_strict() -> bool:
-    """True when ``OPENREG_AUTOLOAD_STRICT`` is ``1``/``true``/``yes``/``on``; unset means off."""
-    return _flag("OPENREG_AUTOLOAD_STRICT", "0", _ON)
+    """True when ``OPENREG_AUTOLOAD_STRICT`` is ``1``; False when ``0``, unset or invalid."""
+    return bool(_switch("OPENREG_AUTOLOAD_STRICT"))
+
+
+def _remedy(error: BaseException) -> str:
+    """What fixes ``error``: the variable it names as invalid, else a reinstall."""
+    cause: BaseException | None = error
+    while cause is not None:
+        found = _INVALID_VARIABLE.search(str(cause))
+        if found:
+            return f"set {found.group(1)} to a valid value (the message says which) or unset it"
+        cause = cause.__cause__ or cause.__context__
+    return _REINSTALL
 
 
 def _describe(error: BaseException, *, strict: bool) -> str:
     cause = f"{type(error).__name__}: {error}"
+    remedy = _remedy(error)
     if strict:
         return (
             f"openreg-autoload: torch_openreg failed to load ({cause}). "
-            f"To fix it, {_REMEDY}; or turn openreg autoload off with OPENREG_AUTOLOAD=0 "
+            f"To fix it, {remedy}; or turn openreg autoload off with OPENREG_AUTOLOAD=0 "
             "(this error instead of a warning because OPENREG_AUTOLOAD_STRICT=1)."
         )
     return (
         f"openreg-autoload: torch_openreg failed to load, so `import torch` continues without "
-        f"the 'openreg' device ({cause}). To fix it, {_REMEDY}; to stop loading it, set "
+        f"the 'openreg' device ({cause}). To fix it, {remedy}; to stop loading it, set "
         "OPENREG_AUTOLOAD=0 or uninstall openreg-autoload. Set OPENREG_AUTOLOAD_STRICT=1 to "
         "make this an error."
     )
+
+
+def _report(
+    message: str, *, strict: bool, cause: BaseException | None = None, stacklevel: int = 3
+) -> None:
+    if strict:
+        raise OpenRegAutoloadError(message) from cause
+    # The default stacklevel attributes the warning to torch's import (the caller of
+    # autoload), where it happens.
+    warnings.warn(message, OpenRegAutoloadWarning, stacklevel=stacklevel)
+
+
+def _check_switches() -> bool:
+    """Report invalid switch values; True if openreg may be loaded."""
+    strict = _switch("OPENREG_AUTOLOAD_STRICT")
+    if strict is None:
+        _report(
+            f"openreg-autoload: {_invalid_switch('OPENREG_AUTOLOAD_STRICT')}; "
+            "failures to load openreg are warnings until it is fixed.",
+            strict=False,
+            stacklevel=4,
+        )
+    enabled = _switch("OPENREG_AUTOLOAD")
+    if enabled is None:
+        _report(
+            f"openreg-autoload: {_invalid_switch('OPENREG_AUTOLOAD')}, so `import torch` "
+            "continues without the 'openreg' device. Set OPENREG_AUTOLOAD=1 to load it or "
+            "OPENREG_AUTOLOAD=0 to skip it.",
+            strict=bool(strict),
+            stacklevel=4,
+        )
+    return bool(enabled)
 
 
 def autoload() -> None:
@@ -106,7 +174,7 @@ def autoload() -> None:
     exception escaping an entry point makes ``import torch`` itself fail, which
     would break every torch program in the environment, not only openreg users.
     """
-    if not is_enabled():
+    if not _check_switches():
         return
     try:
         import torch_openreg
@@ -114,8 +182,4 @@ def autoload() -> None:
         torch_openreg._autoload()
     except Exception as error:
         strict = is_strict()
-        message = _describe(error, strict=strict)
-        if strict:
-            raise OpenRegAutoloadError(message) from error
-        # stacklevel=2: attribute the warning to torch's import, where it happens.
-        warnings.warn(message, OpenRegAutoloadWarning, stacklevel=2)
+        _report(_describe(error, strict=strict), strict=strict, cause=error)

@@ -103,11 +103,18 @@ orError_t enqueueWithoutGil(Enqueue&& enqueue) {
 // even if the Python object is dropped first.
 using SharedMemory = std::shared_ptr<void>;
 
+// Without the GIL: a full device waits for queued work whose frees are pending,
+// and that work may be Python callbacks (Stream.launch).
+void* mallocWithoutGil(size_t bytes) {
+  void* pointer = nullptr;
+  py::gil_scoped_release release;
+  checkStatus(orMalloc(&pointer, bytes));
+  return pointer;
+}
+
 SharedMemory allocateDevice(size_t bytes, std::optional<int> device) {
   DeviceScope scope(device);
-  void* pointer = nullptr;
-  checkStatus(orMalloc(&pointer, bytes));
-  return SharedMemory(pointer, [](void* p) { orFree(p); });
+  return SharedMemory(mallocWithoutGil(bytes), [](void* p) { orFree(p); });
 }
 
 SharedMemory allocatePinned(size_t bytes) {
@@ -161,12 +168,19 @@ class Stream {
   void waitStream(const Stream& other) const;
   std::shared_ptr<Event> recordEvent(std::shared_ptr<Event> event) const;
   void sleep(double seconds) const {
-    if (!(seconds >= 0)) throw py::value_error("sleep duration must be a non-negative number");
-    auto duration = std::chrono::duration<double>(seconds);
+    // Checked before any conversion: casting inf, NaN or 1e300 seconds to an
+    // integral duration is undefined behaviour (it used to enqueue no sleep).
+    if (!(seconds >= 0 && seconds <= kMaxSleepSeconds)) {
+      throw py::value_error("sleep duration must be a number of seconds from 0 to 86400 (one day), got " +
+                            std::string(py::repr(py::float_(seconds))));
+    }
+    const auto duration =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds));
     checkStatus(enqueueWithoutGil([&] {
       return openreg::launchHostFunc(handle_, [duration] { std::this_thread::sleep_for(duration); });
     }));
   }
+  static constexpr double kMaxSleepSeconds = 86400;
   void launch(py::function function) const;
 
  private:
@@ -443,20 +457,28 @@ void defineEnums(py::module_& m) {
 }
 
 void defineDeviceFunctions(py::module_& m) {
-  m.def("device_count", [] {
-    int count = 0;
-    checkStatus(orGetDeviceCount(&count));
-    return count;
-  });
-  m.def("current_device", &currentDevice);
-  m.def("set_device", [](int device) { checkStatus(orSetDevice(device)); }, py::arg("device"));
+  m.def(
+      "device_count",
+      [] {
+        int count = 0;
+        checkStatus(orGetDeviceCount(&count));
+        return count;
+      },
+      "Number of OpenReg devices (OPENREG_DEVICE_COUNT, default 2).");
+  m.def("current_device", &currentDevice, "Index of the calling thread's current device.");
+  m.def(
+      "set_device", [](int device) { checkStatus(orSetDevice(device)); }, py::arg("device"),
+      "Make ``device`` the calling thread's current device.");
   m.def(
       "synchronize",
       [](std::optional<int> device) {
         DeviceScope scope(device);
         checkStatus(orDeviceSynchronize());
       },
-      py::arg("device") = py::none(), py::call_guard<py::gil_scoped_release>());
+      py::arg("device") = py::none(), py::call_guard<py::gil_scoped_release>(),
+      "Wait for all work on every stream of ``device`` (default: the current one).\n\n"
+      "Raises LaunchFailureError if queued work failed, and NotPermittedError when called\n"
+      "inside work running on a stream.");
   m.def(
       "mem_get_info",
       [](std::optional<int> device) {
@@ -465,17 +487,23 @@ void defineDeviceFunctions(py::module_& m) {
         checkStatus(orMemGetInfo(&free, &total));
         return py::make_tuple(free, total);
       },
-      py::arg("device") = py::none());
-  m.def("stream_priority_range", [] {
-    int least = 0, greatest = 0;
-    checkStatus(orDeviceGetStreamPriorityRange(&least, &greatest));
-    return py::make_tuple(least, greatest);
-  });
-  m.def("runtime_version", [] {
-    int version = 0;
-    checkStatus(orRuntimeGetVersion(&version));
-    return version;
-  });
+      py::arg("device") = py::none(), "``(free, total)`` bytes of ``device`` (default: the current one).");
+  m.def(
+      "stream_priority_range",
+      [] {
+        int least = 0, greatest = 0;
+        checkStatus(orDeviceGetStreamPriorityRange(&least, &greatest));
+        return py::make_tuple(least, greatest);
+      },
+      "``(least, greatest)`` stream priority: ``(0, -2)``; lower numbers mean higher priority.");
+  m.def(
+      "runtime_version",
+      [] {
+        int version = 0;
+        checkStatus(orRuntimeGetVersion(&version));
+        return version;
+      },
+      "Runtime version as ``major * 1000 + minor * 10``.");
 }
 
 void defineRawMemoryFunctions(py::module_& m) {
@@ -483,12 +511,15 @@ void defineRawMemoryFunctions(py::module_& m) {
       "malloc",
       [](size_t size, std::optional<int> device) {
         DeviceScope scope(device);
-        void* pointer = nullptr;
-        checkStatus(orMalloc(&pointer, size));
-        return address(pointer);
+        return address(mallocWithoutGil(size));
       },
-      py::arg("size"), py::arg("device") = py::none());
-  m.def("free", [](uintptr_t pointer) { checkStatus(orFree(pointerFrom(pointer))); }, py::arg("ptr"));
+      py::arg("size"), py::arg("device") = py::none(),
+      "Allocate ``size`` bytes of device memory; returns its address (0 for size 0).\n\n"
+      "The address is not host-accessible. Free it with ``free``.");
+  m.def(
+      "free", [](uintptr_t pointer) { checkStatus(orFree(pointerFrom(pointer))); }, py::arg("ptr"),
+      "Free device memory from ``malloc``. Returns at once; the memory is reused only after\n"
+      "the work queued before the call (on any stream) has completed.");
   m.def(
       "malloc_host",
       [](size_t size) {
@@ -496,16 +527,19 @@ void defineRawMemoryFunctions(py::module_& m) {
         checkStatus(orMallocHost(&pointer, size));
         return address(pointer);
       },
-      py::arg("size"));
-  m.def("free_host", [](uintptr_t pointer) { checkStatus(orFreeHost(pointerFrom(pointer))); },
-        py::arg("ptr"));
+      py::arg("size"), "Allocate ``size`` bytes of pinned host memory; returns its address.");
+  m.def(
+      "free_host", [](uintptr_t pointer) { checkStatus(orFreeHost(pointerFrom(pointer))); },
+      py::arg("ptr"),
+      "Free pinned host memory from ``malloc_host`` (stream-ordered, like ``free``).");
   m.def(
       "memcpy",
       [](uintptr_t dst, uintptr_t src, size_t count, orMemcpyKind kind) {
         checkStatus(orMemcpy(pointerFrom(dst), pointerFrom(src), count, kind));
       },
       py::arg("dst"), py::arg("src"), py::arg("count"), py::arg("kind"),
-      py::call_guard<py::gil_scoped_release>());
+      py::call_guard<py::gil_scoped_release>(),
+      "Copy ``count`` bytes between raw addresses; returns when the copy is complete.");
   m.def(
       "memcpy_async",
       [](uintptr_t dst, uintptr_t src, size_t count, orMemcpyKind kind,
@@ -514,77 +548,127 @@ void defineRawMemoryFunctions(py::module_& m) {
         checkStatus(orMemcpyAsync(pointerFrom(dst), pointerFrom(src), count, kind, handleOf(stream)));
       },
       py::arg("dst"), py::arg("src"), py::arg("count"), py::arg("kind"),
-      py::arg("stream") = py::none());
+      py::arg("stream") = py::none(),
+      "Copy ordered on ``stream`` (default: the current device's default stream).\n\n"
+      "Asynchronous when the host side is pinned (or both are device memory); with\n"
+      "pageable host memory it completes before returning.");
   m.def(
       "memset",
       [](uintptr_t pointer, int value, size_t count) {
         checkStatus(orMemset(pointerFrom(pointer), value, count));
       },
-      py::arg("ptr"), py::arg("value"), py::arg("count"), py::call_guard<py::gil_scoped_release>());
-  py::class_<PointerAttributes>(m, "PointerAttributes")
-      .def_readonly("type", &PointerAttributes::type)
-      .def_readonly("device", &PointerAttributes::device)
-      .def_readonly("device_pointer", &PointerAttributes::devicePointer)
-      .def_readonly("host_pointer", &PointerAttributes::hostPointer)
-      .def_readonly("allocation_base", &PointerAttributes::allocationBase)
-      .def_readonly("allocation_size", &PointerAttributes::allocationSize);
-  m.def("pointer_attributes", &pointerAttributes, py::arg("ptr"));
+      py::arg("ptr"), py::arg("value"), py::arg("count"), py::call_guard<py::gil_scoped_release>(),
+      "Fill ``count`` bytes of device memory with the byte ``value`` (synchronous).");
+  py::class_<PointerAttributes>(m, "PointerAttributes",
+                                "What kind of memory an address is (see ``pointer_attributes``).")
+      .def_readonly("type", &PointerAttributes::type, "A ``MemoryType``.")
+      .def_readonly("device", &PointerAttributes::device, "Owning device, or -1 for host memory.")
+      .def_readonly("device_pointer", &PointerAttributes::devicePointer,
+                    "The address itself for device memory, else 0.")
+      .def_readonly("host_pointer", &PointerAttributes::hostPointer,
+                    "The address itself for pinned host memory, else 0.")
+      .def_readonly("allocation_base", &PointerAttributes::allocationBase,
+                    "Start of the containing allocation (0 if unregistered).")
+      .def_readonly("allocation_size", &PointerAttributes::allocationSize,
+                    "Size in bytes of the containing allocation (0 if unregistered).");
+  m.def("pointer_attributes", &pointerAttributes, py::arg("ptr"),
+        "Classify any address: device, pinned host or ordinary (unregistered) memory.");
 }
 
 void defineStreamsAndEvents(py::module_& m) {
-  py::class_<Stream, std::shared_ptr<Stream>>(m, "Stream")
+  py::class_<Stream, std::shared_ptr<Stream>>(
+      m, "Stream",
+      "A queue of work that runs in order on its own worker thread, asynchronously to the host.\n\n"
+      "``Stream(device=None, priority=0)`` creates one on ``device`` (default: the current\n"
+      "device); priorities range from 0 (least) to -2 (greatest). ``Stream.default()`` is a\n"
+      "device's default stream.")
       .def(py::init<std::optional<int>, int>(), py::arg("device") = py::none(), py::arg("priority") = 0)
-      .def_static("default", &Stream::defaultOf, py::arg("device") = py::none())
-      .def_property_readonly("handle", [](const Stream& s) { return address(s.handle()); })
-      .def_property_readonly("device", &Stream::device)
-      .def_property_readonly("priority", &Stream::priority)
-      .def("query", &Stream::query)
-      .def("synchronize", &Stream::synchronize, py::call_guard<py::gil_scoped_release>())
-      .def("wait_event", &Stream::waitEvent, py::arg("event"))
-      .def("wait_stream", &Stream::waitStream, py::arg("stream"))
-      .def("record_event", &Stream::recordEvent, py::arg("event") = py::none())
-      .def("sleep", &Stream::sleep, py::arg("seconds"))
-      .def("launch", &Stream::launch, py::arg("function"))
+      .def_static("default", &Stream::defaultOf, py::arg("device") = py::none(),
+                  "The default stream of ``device`` (default: the current device).")
+      .def_property_readonly(
+          "handle", [](const Stream& s) { return address(s.handle()); }, "The ``orStream_t`` as an int.")
+      .def_property_readonly("device", &Stream::device, "Index of the stream's device.")
+      .def_property_readonly("priority", &Stream::priority, "The stream's priority (0, -1 or -2).")
+      .def("query", &Stream::query,
+           "True if all work on the stream has completed; raises LaunchFailureError if some failed.")
+      .def("synchronize", &Stream::synchronize, py::call_guard<py::gil_scoped_release>(),
+           "Wait for all work queued on the stream; raises LaunchFailureError if some failed.\n\n"
+           "Inside work running on a stream it raises NotPermittedError instead of waiting forever.")
+      .def("wait_event", &Stream::waitEvent, py::arg("event"),
+           "Later work on this stream waits for the event's most recent record.")
+      .def("wait_stream", &Stream::waitStream, py::arg("stream"),
+           "Later work on this stream waits for the work queued on ``stream`` so far.")
+      .def("record_event", &Stream::recordEvent, py::arg("event") = py::none(),
+           "Record ``event`` (default: a new non-timing Event) on this stream and return it.")
+      .def("sleep", &Stream::sleep, py::arg("seconds"),
+           "Enqueue work that sleeps ``seconds`` (0 to 86400) on the worker.")
+      .def("launch", &Stream::launch, py::arg("function"),
+           "Enqueue a Python callable; an exception it raises surfaces at the next synchronizing\n"
+           "call as LaunchFailureError.")
       .def("__eq__",
            [](const Stream& self, const py::object& other) {
              return py::isinstance<Stream>(other) && other.cast<const Stream&>().handle() == self.handle();
            })
       .def("__hash__", [](const Stream& s) { return std::hash<const void*>()(s.handle()); });
-  py::class_<Event, std::shared_ptr<Event>>(m, "Event")
+  py::class_<Event, std::shared_ptr<Event>>(
+      m, "Event",
+      "A point in a stream's work: record it, wait for it, time between two.\n\n"
+      "``Event(enable_timing=False, device=None)``; record with ``record`` or\n"
+      "``Stream.record_event``.")
       .def(py::init<bool, std::optional<int>>(), py::arg("enable_timing") = false,
            py::arg("device") = py::none())
-      .def_property_readonly("handle", [](const Event& e) { return address(e.handle()); })
-      .def_property_readonly("enable_timing", &Event::timing)
-      .def("record", &Event::record, py::arg("stream") = py::none())
-      .def("query", &Event::query)
-      .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>())
-      .def("elapsed_time", &Event::elapsedTime, py::arg("end"));
+      .def_property_readonly(
+          "handle", [](const Event& e) { return address(e.handle()); }, "The ``orEvent_t`` as an int.")
+      .def_property_readonly("enable_timing", &Event::timing, "Whether the event records time.")
+      .def("record", &Event::record, py::arg("stream") = py::none(),
+           "Record on ``stream`` (default: the default stream of the current device).")
+      .def("query", &Event::query, "True once the most recent record has completed (or if never recorded).")
+      .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>(),
+           "Wait for the most recent record; raises NotPermittedError inside stream work.")
+      .def("elapsed_time", &Event::elapsedTime, py::arg("end"),
+           "Milliseconds from this event's record to ``end``'s (both timing events, completed).");
 }
 
 void defineBuffers(py::module_& m) {
-  py::class_<HostBuffer, std::shared_ptr<HostBuffer>>(m, "HostBuffer", py::buffer_protocol())
+  py::class_<HostBuffer, std::shared_ptr<HostBuffer>>(
+      m, "HostBuffer", py::buffer_protocol(),
+      "Pinned host memory of ``nbytes`` bytes, exposed through the buffer protocol.\n\n"
+      "Copies between pinned memory and the device may run asynchronously. The memory\n"
+      "outlives the object until the work queued before it was dropped has completed.")
       .def(py::init<size_t>(), py::arg("nbytes"))
-      .def_property_readonly("ptr", [](const HostBuffer& b) { return address(b.data()); })
-      .def_property_readonly("nbytes", &HostBuffer::nbytes)
+      .def_property_readonly(
+          "ptr", [](const HostBuffer& b) { return address(b.data()); }, "Address of the memory.")
+      .def_property_readonly("nbytes", &HostBuffer::nbytes, "Size in bytes.")
       .def("__len__", &HostBuffer::nbytes)
       .def_buffer([](HostBuffer& b) {
         return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
                                {static_cast<py::ssize_t>(b.nbytes())}, {1});
       });
-  py::class_<DeviceBuffer, std::shared_ptr<DeviceBuffer>>(m, "DeviceBuffer")
+  py::class_<DeviceBuffer, std::shared_ptr<DeviceBuffer>>(
+      m, "DeviceBuffer",
+      "``nbytes`` bytes of device memory on ``device`` (default: the current device).\n\n"
+      "Host code cannot read ``ptr``; copy with ``copy_from``/``copy_to``/``to_bytes``. Use it\n"
+      "as a context manager, or call ``free``, to release it before it is garbage-collected.")
       .def(py::init<size_t, std::optional<int>>(), py::arg("nbytes"), py::arg("device") = py::none())
-      .def_property_readonly("ptr", &DeviceBuffer::ptr)
-      .def_property_readonly("nbytes", &DeviceBuffer::nbytes)
-      .def_property_readonly("device", &DeviceBuffer::device)
-      .def_property_readonly("freed", &DeviceBuffer::freed)
+      .def_property_readonly("ptr", &DeviceBuffer::ptr, "Device address (not host-accessible).")
+      .def_property_readonly("nbytes", &DeviceBuffer::nbytes, "Size in bytes.")
+      .def_property_readonly("device", &DeviceBuffer::device, "Index of the owning device.")
+      .def_property_readonly("freed", &DeviceBuffer::freed, "True after ``free``.")
       .def("__len__", &DeviceBuffer::nbytes)
       .def("copy_from", &DeviceBuffer::copyFrom, py::arg("source"), py::kw_only(),
-           py::arg("offset") = 0, py::arg("stream") = py::none())
+           py::arg("offset") = 0, py::arg("stream") = py::none(),
+           "Copy all of ``source`` (a DeviceBuffer, HostBuffer or buffer-protocol object) to\n"
+           "``offset``. Synchronous without ``stream``; ordered on ``stream`` with one\n"
+           "(asynchronous from pinned memory).")
       .def("copy_to", &DeviceBuffer::copyTo, py::arg("destination"), py::kw_only(),
-           py::arg("offset") = 0, py::arg("stream") = py::none())
-      .def("to_bytes", &DeviceBuffer::toBytes, py::arg("offset") = 0, py::arg("count") = py::none())
-      .def("fill", &DeviceBuffer::fill, py::arg("value"))
-      .def("free", &DeviceBuffer::free)
+           py::arg("offset") = 0, py::arg("stream") = py::none(),
+           "Fill all of ``destination`` (a DeviceBuffer, HostBuffer or writable buffer-protocol\n"
+           "object) from ``offset``; synchronous without ``stream``, as ``copy_from``.")
+      .def("to_bytes", &DeviceBuffer::toBytes, py::arg("offset") = 0, py::arg("count") = py::none(),
+           "The contents (from ``offset``, ``count`` bytes or to the end) as ``bytes``.")
+      .def("fill", &DeviceBuffer::fill, py::arg("value"), "Set every byte to ``value`` (0..255).")
+      .def("free", &DeviceBuffer::free,
+           "Release the memory now (stream-ordered: queued work using it still completes).")
       .def("__enter__", [](std::shared_ptr<DeviceBuffer> self) { return self; })
       .def("__exit__", [](DeviceBuffer& self, py::args) { self.free(); })
       .def("__repr__", &DeviceBuffer::repr);

@@ -30,6 +30,7 @@ orError_t orGetDevice(int* device) {
 orError_t orDeviceSynchronize(void) {
   return runApi([&] {
     Device& device = Runtime::instance().currentDevice();
+    refuseInsideStreamWork("orDeviceSynchronize");
     std::optional<ApiError> firstFailure;
     // Wait for every stream before reporting, so the device is idle on return.
     for (const auto& stream : device.liveStreams()) {
@@ -39,6 +40,7 @@ orError_t orDeviceSynchronize(void) {
         if (!firstFailure) firstFailure = failure;
       }
     }
+    pendingReleases().releaseCompleted();
     if (firstFailure) throw *firstFailure;
   });
 }

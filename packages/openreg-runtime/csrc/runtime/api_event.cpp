@@ -60,9 +60,11 @@ orError_t orEventQuery(orEvent_t event) {
 orError_t orEventSynchronize(orEvent_t event) {
   return runApi([&] {
     std::shared_ptr<Event::Record> record = Runtime::instance().events().get(event)->latest();
+    refuseInsideStreamWork("orEventSynchronize");
     if (!record) return;
     record->stream->waitFor(record->sequence);
     throwPendingFailure(*record->stream);
+    pendingReleases().releaseCompleted();
   });
 }
 

@@ -1,11 +1,16 @@
 // api_memcpy.cpp — C entry points for copies and fills.
 //
 // Every copy is validated on the calling thread (kind against the real
-// pointer types, ranges against allocations) and then executed as work on a
-// stream, through the kernel view of device memory.
+// pointer types, ranges against device and pinned allocations) and then
+// executed as work on a stream, through the kernel view of device memory.
+// Calls that wait for the copy are refused inside stream work (they could
+// wait for the very stream running them).
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "errors.h"
+#include "fault_injection.h"
 #include "pointer_info.h"
 #include "runtime.h"
 
@@ -77,7 +82,9 @@ CopyPlan planCopy(void* dst, const void* src, size_t count, orMemcpyKind kind) {
               "source", kind);
   }
   if (dstInfo.isDevice()) requireDeviceRange(dst, count, "dst");
+  if (dstInfo.type == orMemoryTypeHost) requirePinnedRange(dstInfo, dst, count, "dst");
   if (srcInfo.isDevice()) requireDeviceRange(src, count, "src");
+  if (srcInfo.type == orMemoryTypeHost) requirePinnedRange(srcInfo, src, count, "src");
 
   plan.destination = toKernel(dstInfo, dst);
   plan.source = toKernel(srcInfo, src);
@@ -97,6 +104,18 @@ Stream::Work copyWork(const CopyPlan& plan) {
   };
 }
 
+// The copy as stream work; with OPENREG_FAULT_MEMCPY listing this call, work
+// that fails the way a real copy failure does (nothing copied, the failure
+// reported by the next synchronizing call as orErrorLaunchFailure).
+Stream::Work copyWorkOrInjectedFault(const CopyPlan& plan) {
+  if (auto call = injectedFault(FaultKind::Memcpy)) {
+    return [message = injectedFaultMessage(FaultKind::Memcpy, *call)] {
+      throw std::runtime_error(message + "; nothing was copied");
+    };
+  }
+  return copyWork(plan);
+}
+
 // Enqueues on `stream`; waits (and reports failures) unless the copy may run
 // asynchronously to the host.
 void submit(Stream& stream, Stream::Work work, bool waitForCompletion) {
@@ -108,15 +127,21 @@ void submit(Stream& stream, Stream::Work work, bool waitForCompletion) {
 
 void submitSynchronously(const CopyPlan& plan) {
   if (plan.count == 0) return;
-  if (plan.primaryDevice < 0) {  // host to host: nothing to order against
-    copyWork(plan)();
+  if (plan.primaryDevice >= 0) refuseInsideStreamWork("orMemcpy");
+  Stream::Work work = copyWorkOrInjectedFault(plan);
+  if (plan.primaryDevice < 0) {  // host to host: nothing to order against, runs here
+    try {
+      work();
+    } catch (const std::runtime_error& failure) {
+      fail(orErrorLaunchFailure, failure.what());
+    }
     return;
   }
   Runtime& runtime = Runtime::instance();
   if (plan.secondaryDevice >= 0) {
     synchronizeOrThrow(*runtime.device(plan.secondaryDevice).defaultStream());
   }
-  submit(*runtime.device(plan.primaryDevice).defaultStream(), copyWork(plan), true);
+  submit(*runtime.device(plan.primaryDevice).defaultStream(), std::move(work), true);
 }
 
 PointerInfo planFill(void* devPtr, size_t count) {
@@ -144,7 +169,9 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
     CopyPlan plan = planCopy(dst, src, count, kind);
     std::shared_ptr<Stream> target = Runtime::instance().resolveStream(stream);
     if (plan.count == 0) return;
-    submit(*target, copyWork(plan), plan.touchesPageable);
+    // Pageable host memory makes the copy complete before returning.
+    if (plan.touchesPageable) refuseInsideStreamWork("orMemcpyAsync with pageable host memory");
+    submit(*target, copyWorkOrInjectedFault(plan), plan.touchesPageable);
   });
 }
 
@@ -152,6 +179,7 @@ orError_t orMemset(void* devPtr, int value, size_t count) {
   return runApi([&] {
     PointerInfo info = planFill(devPtr, count);
     if (count == 0) return;
+    refuseInsideStreamWork("orMemset");
     Device& device = Runtime::instance().device(info.device);
     submit(*device.defaultStream(), fillWork(device.memory().toKernel(devPtr), value, count), true);
   });

@@ -1,9 +1,35 @@
 // api_memory.cpp — C entry points for allocation, attributes and translation.
+#include <cstdlib>
+
 #include "errors.h"
+#include "fault_injection.h"
+#include "pending_release.h"
 #include "pointer_info.h"
 #include "runtime.h"
 
 using namespace openreg::runtime;
+
+namespace {
+
+// Allocates, and when the device is full but frees are waiting for queued
+// work, waits for that work and tries again (never inside stream work, which
+// may be what the frees wait for).
+void* allocateOn(Device& device, size_t size) {
+  PendingReleases& pending = pendingReleases();
+  pending.releaseCompleted();
+  try {
+    return device.memory().allocate(size);
+  } catch (const ApiError& error) {
+    if (error.code() != orErrorOutOfMemory || insideStreamWork() ||
+        !pending.anyPendingFor(device.index())) {
+      throw;
+    }
+  }
+  pending.waitForDevice(device.index());
+  return device.memory().allocate(size);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -13,18 +39,27 @@ orError_t orMalloc(void** devPtr, size_t size) {
     *devPtr = nullptr;
     Device& device = Runtime::instance().currentDevice();
     if (size == 0) return;
-    *devPtr = device.memory().allocate(size);
+    if (auto call = injectedFault(FaultKind::Malloc)) {
+      fail(orErrorOutOfMemory, "out of memory on OpenReg device ", device.index(),
+           ": allocating ", size, " bytes: ", injectedFaultMessage(FaultKind::Malloc, *call),
+           "; unset ", faultVariable(FaultKind::Malloc), " to stop it");
+    }
+    *devPtr = allocateOn(device, size);
   });
 }
 
 orError_t orFree(void* devPtr) {
   return runApi([&] {
     if (devPtr == nullptr) return;
-    Runtime::instance().requireNotForkedChild();
-    Device* device = Runtime::instance().deviceContaining(devPtr);
+    Runtime& runtime = Runtime::instance();
+    runtime.requireNotForkedChild();
+    Device* device = runtime.deviceContaining(devPtr);
     check(device != nullptr, orErrorInvalidDevicePointer, "orFree: ", devPtr,
           " is not OpenReg device memory (pinned host memory is freed with orFreeHost)");
-    device->memory().release(devPtr);
+    DeviceMemory& memory = device->memory();
+    const DeviceMemory::Range range = memory.retire(devPtr);
+    pendingReleases().releaseAfter(runtime.unfinishedWork(), device->index(),
+                                   [&memory, range] { memory.reclaim(range); });
   });
 }
 
@@ -40,7 +75,10 @@ orError_t orMallocHost(void** ptr, size_t size) {
 orError_t orFreeHost(void* ptr) {
   return runApi([&] {
     if (ptr == nullptr) return;
-    Runtime::instance().hostMemory().release(ptr);
+    Runtime& runtime = Runtime::instance();
+    runtime.hostMemory().retire(ptr);
+    pendingReleases().releaseAfter(runtime.unfinishedWork(), PendingReleases::kHostMemory,
+                                   [ptr] { std::free(ptr); });
   });
 }
 
@@ -49,6 +87,7 @@ orError_t orMemGetInfo(size_t* free, size_t* total) {
     checkNotNull(free, "free");
     checkNotNull(total, "total");
     DeviceMemory& memory = Runtime::instance().currentDevice().memory();
+    pendingReleases().releaseCompleted();  // report memory whose frees are done as free
     *total = memory.capacity();
     *free = memory.capacity() - memory.bytesInUse();
   });

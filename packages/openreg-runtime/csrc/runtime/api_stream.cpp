@@ -1,5 +1,8 @@
 // api_stream.cpp — C entry points for streams and host-function launches.
+#include <optional>
+
 #include "errors.h"
+#include "fault_injection.h"
 #include "runtime.h"
 
 using namespace openreg::runtime;
@@ -67,7 +70,12 @@ orError_t orStreamQuery(orStream_t stream) {
 }
 
 orError_t orStreamSynchronize(orStream_t stream) {
-  return runApi([&] { synchronizeOrThrow(*Runtime::instance().resolveStream(stream)); });
+  return runApi([&] {
+    std::shared_ptr<Stream> target = Runtime::instance().resolveStream(stream);
+    refuseInsideStreamWork("orStreamSynchronize");
+    synchronizeOrThrow(*target);
+    pendingReleases().releaseCompleted();
+  });
 }
 
 orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int flags) {
@@ -105,7 +113,18 @@ orError_t orStreamGetDefault(orStream_t* stream) {
 orError_t orLaunchHostFunc(orStream_t stream, orHostFn_t fn, void* userData) {
   return runApi([&] {
     check(fn != nullptr, orErrorInvalidValue, "orLaunchHostFunc: fn must not be NULL");
-    Runtime::instance().resolveStream(stream)->enqueue([fn, userData] { fn(userData); });
+    std::shared_ptr<Stream> target = Runtime::instance().resolveStream(stream);
+    std::optional<uint64_t> injected = injectedFault(FaultKind::Launch);
+    if (!injected) {
+      target->enqueue([fn, userData] { fn(userData); });
+      return;
+    }
+    // The function still runs: it owns userData and may have to release it.
+    // Then the work fails, as when a device reports a kernel that faulted.
+    target->enqueue([fn, userData, message = injectedFaultMessage(FaultKind::Launch, *injected)] {
+      fn(userData);
+      reportFailureOfCurrentWork(message);
+    });
   });
 }
 

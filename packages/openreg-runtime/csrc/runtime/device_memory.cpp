@@ -75,30 +75,31 @@ void* DeviceMemory::allocate(size_t bytes) {
   return reinterpret_cast<void*>(deviceBase_ + offset);
 }
 
-void DeviceMemory::release(void* pointer) {
+DeviceMemory::Range DeviceMemory::retire(void* pointer) {
   const auto address = reinterpret_cast<uintptr_t>(pointer);
-  size_t offset = 0, length = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    offset = address - deviceBase_;
-    auto live = liveByOffset_.find(offset);
-    if (live == liveByOffset_.end()) {
-      if (findLocked(address)) {
-        fail(orErrorInvalidDevicePointer, "orFree: ", pointer,
-             " points inside an allocation; pass the pointer orMalloc returned");
-      }
-      fail(orErrorInvalidDevicePointer, "orFree: ", pointer, " is not a live allocation on device ",
-           device_, " (already freed?)");
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t offset = address - deviceBase_;
+  auto live = liveByOffset_.find(offset);
+  if (live == liveByOffset_.end()) {
+    if (findLocked(address)) {
+      fail(orErrorInvalidDevicePointer, "orFree: ", pointer,
+           " points inside an allocation; pass the pointer orMalloc returned");
     }
-    length = live->second;
-    liveByOffset_.erase(live);
-    bytesInUse_ -= length;
+    fail(orErrorInvalidDevicePointer, "orFree: ", pointer, " is not a live allocation on device ",
+         device_, " (already freed?)");
   }
+  const Range range{offset, live->second};
+  liveByOffset_.erase(live);
+  return range;
+}
+
+void DeviceMemory::reclaim(Range range) {
   // Outside the lock: the range is neither live nor free, so nobody can be
   // handed these pages while they are being discarded.
-  returnPagesToSystem(offset, length);
+  returnPagesToSystem(range.offset, range.length);
   std::lock_guard<std::mutex> lock(mutex_);
-  insertFreeRange(offset, length);
+  bytesInUse_ -= range.length;
+  insertFreeRange(range.offset, range.length);
 }
 
 void DeviceMemory::returnPagesToSystem(size_t offset, size_t length) {

@@ -34,9 +34,20 @@ class DeviceMemory {
 
   // Throws ApiError(orErrorOutOfMemory) when the capacity is exhausted.
   void* allocate(size_t bytes);
+
+  // Freeing has two steps, so that queued work may finish using the memory
+  // in between (see pending_release.h). retire() ends the allocation for the
+  // API (the pointer is no longer valid, a second free is an error) but keeps
+  // its range reserved and counted in use; reclaim() makes it free memory and
+  // gives its pages back to the system.
+  struct Range {
+    size_t offset;
+    size_t length;
+  };
   // Throws ApiError(orErrorInvalidDevicePointer) unless `pointer` is the start
   // of a live allocation.
-  void release(void* pointer);
+  Range retire(void* pointer);
+  void reclaim(Range range);
 
   // The live allocation containing `pointer` (interior pointers included).
   std::optional<Allocation> find(const void* pointer) const;

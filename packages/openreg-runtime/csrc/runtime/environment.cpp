@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
+#include <vector>
 
 #include "errors.h"
 
@@ -68,17 +70,44 @@ size_t roundUpToPage(size_t bytes) {
   return (bytes + page - 1) / page * page;
 }
 
+std::string sizeProblem(const std::string& text, size_t bytes) {
+  // A bare number is bytes, which surprises anyone who meant MiB: say so.
+  const bool bareNumber = text.find_first_not_of("0123456789") == std::string::npos;
+  std::ostringstream problem;
+  if (bareNumber) problem << "a bare number is bytes: ";
+  problem << bytes << " bytes is "
+          << (bytes < kMinDeviceMemory ? "below the 1MiB minimum" : "above the 1TiB maximum")
+          << "; ";
+  return problem.str();
+}
+
 size_t readDeviceMemory() {
   const char* raw = std::getenv("OPENREG_DEVICE_MEMORY");
   if (raw == nullptr || trim(raw).empty()) return roundUpToPage(physicalMemoryBytes() / 4);
   const std::string text = trim(raw);
   std::optional<size_t> bytes = parseByteSize(text);
   if (!bytes || *bytes < kMinDeviceMemory || *bytes > kMaxDeviceMemory) {
-    fail(orErrorInitialization, "OPENREG_DEVICE_MEMORY='", text,
-         "' is invalid: give a size from 1MiB to 1TiB such as '8GiB' or '512MiB'",
-         " (or unset it for a quarter of physical RAM per device)");
+    fail(orErrorInitialization, "OPENREG_DEVICE_MEMORY='", text, "' is invalid: ",
+         bytes ? sizeProblem(text, *bytes) : std::string(),
+         "give a size from 1MiB to 1TiB such as '8GiB' or '512MiB' (K/M/G/T and KiB/MiB/GiB/TiB are "
+         "binary, KB/MB/GB/TB decimal, a bare number is bytes), or unset it for a quarter of "
+         "physical RAM per device");
   }
   return roundUpToPage(*bytes);
+}
+
+std::vector<uint64_t> readFaultCalls(FaultKind kind) {
+  const char* name = faultVariable(kind);
+  const char* raw = std::getenv(name);
+  if (raw == nullptr || trim(raw).empty()) return {};
+  const std::string text = trim(raw);
+  std::optional<std::vector<uint64_t>> calls = parseCallNumbers(text);
+  if (!calls) {
+    fail(orErrorInitialization, name, "='", text,
+         "' is invalid: list the call numbers counted from 1 that must fail, such as '3' or "
+         "'3,4' (or unset it to inject no faults)");
+  }
+  return *calls;
 }
 
 }  // namespace
@@ -108,7 +137,9 @@ std::optional<size_t> parseByteSize(const std::string& raw) {
 }
 
 RuntimeConfig readConfigFromEnvironment() {
-  return RuntimeConfig{readDeviceCount(), readDeviceMemory()};
+  FaultPlan faults{readFaultCalls(FaultKind::Malloc), readFaultCalls(FaultKind::Memcpy),
+                   readFaultCalls(FaultKind::Launch)};
+  return RuntimeConfig{readDeviceCount(), readDeviceMemory(), std::move(faults)};
 }
 
 }  // namespace openreg::runtime

@@ -9,15 +9,18 @@
 #include <optional>
 #include <string>
 
+#include "fault_injection.h"
+
 namespace openreg::runtime {
 
 struct RuntimeConfig {
   int deviceCount;
   size_t deviceMemoryBytes;  // capacity of each device, page-aligned
+  FaultPlan faults;          // OPENREG_FAULT_MALLOC / _MEMCPY / _LAUNCH
 };
 
-// Reads OPENREG_DEVICE_COUNT and OPENREG_DEVICE_MEMORY (throws ApiError with
-// orErrorInitialization on invalid values).
+// Reads OPENREG_DEVICE_COUNT, OPENREG_DEVICE_MEMORY and the OPENREG_FAULT_*
+// variables (throws ApiError with orErrorInitialization on invalid values).
 RuntimeConfig readConfigFromEnvironment();
 
 // Parses sizes such as "8GiB", "512M", "1.5GiB", "4096". Binary units for

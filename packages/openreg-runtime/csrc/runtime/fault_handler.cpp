@@ -80,31 +80,67 @@ void describeDeviceAccess(const void* address, Device& device) {
   line.writeTo(STDERR_FILENO);
 }
 
-void forwardToPrevious(int signalNumber, siginfo_t* info, void* context) {
+bool previousIsFunction() {
+  if (previousAction.sa_flags & SA_SIGINFO) return previousAction.sa_sigaction != nullptr;
+  return previousAction.sa_handler != SIG_DFL && previousAction.sa_handler != SIG_IGN;
+}
+
+void callPrevious(int signalNumber, siginfo_t* info, void* context) {
   if (previousAction.sa_flags & SA_SIGINFO) {
-    if (previousAction.sa_sigaction != nullptr) {
-      previousAction.sa_sigaction(signalNumber, info, context);
-      return;
-    }
-  } else if (previousAction.sa_handler != SIG_DFL && previousAction.sa_handler != SIG_IGN) {
+    previousAction.sa_sigaction(signalNumber, info, context);
+  } else {
     previousAction.sa_handler(signalNumber);
-    return;
   }
-  // Default disposition: reinstate it; the faulting access repeats and kills us.
+}
+
+void reinstateDefault() {
   struct sigaction defaultAction;
   std::memset(&defaultAction, 0, sizeof(defaultAction));
   defaultAction.sa_handler = SIG_DFL;
   sigaction(SIGSEGV, &defaultAction, nullptr);
 }
 
+// A fault that is not ours: the previous handler, or the default action (the
+// faulting access repeats once we return, and kills the process).
+void forwardFault(int signalNumber, siginfo_t* info, void* context) {
+  if (previousIsFunction()) {
+    callPrevious(signalNumber, info, context);
+  } else if (previousAction.sa_handler == SIG_DFL) {
+    reinstateDefault();
+  }
+}
+
+// A SIGSEGV sent with kill() or raise() rather than raised by a faulting access.
+//
+// Sent by this very thread with raise() (SI_TKILL from our own pid), it is
+// usually a handler installed after ours passing a fault on: Python's
+// faulthandler, enabled after the first device use, restores our handler and
+// raises the signal again. Such a signal carries no fault address, but
+// returning lets the faulting access run again, which brings the fault, with
+// its address, to this handler. The price: a deliberate raise(SIGSEGV) in a
+// process whose previous disposition is the default one is ignored once (it
+// cannot be told apart). Any other sent signal gets the previous disposition.
+void handleSentSignal(int signalNumber, siginfo_t* info, void* context) {
+  const bool raisedHere = info != nullptr && info->si_code == SI_TKILL && info->si_pid == getpid();
+  if (previousIsFunction()) {
+    callPrevious(signalNumber, info, context);
+  } else if (previousAction.sa_handler == SIG_DFL && !raisedHere) {
+    reinstateDefault();
+    raise(SIGSEGV);  // not blocked (SA_NODEFER): the default action runs now
+  }
+}
+
 void onSegmentationFault(int signalNumber, siginfo_t* info, void* context) {
-  const void* address = info != nullptr ? info->si_addr : nullptr;
-  Device* device = address != nullptr ? Runtime::instance().deviceContaining(address) : nullptr;
-  if (device == nullptr) {
-    forwardToPrevious(signalNumber, info, context);
+  if (info == nullptr || info->si_code <= 0) {
+    handleSentSignal(signalNumber, info, context);
     return;
   }
-  describeDeviceAccess(address, *device);
+  Device* device = Runtime::instance().deviceContaining(info->si_addr);
+  if (device == nullptr) {
+    forwardFault(signalNumber, info, context);
+    return;
+  }
+  describeDeviceAccess(info->si_addr, *device);
   // Re-raise: with the previous disposition back in place, returning makes
   // the instruction fault again, so the crash (and any earlier handler) runs.
   sigaction(SIGSEGV, &previousAction, nullptr);

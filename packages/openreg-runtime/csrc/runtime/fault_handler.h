@@ -5,7 +5,10 @@
 // hint), restores the previous disposition and returns, so the access faults
 // again and the process still dies by SIGSEGV (or the previous handler, e.g.
 // Python's faulthandler, runs). Other addresses go straight to the previous
-// handler.
+// handler. A handler installed later (Python's faulthandler enabled after the
+// first device use) runs first and passes the signal on with raise(); the
+// runtime's handler then lets the access fault again to learn its address, so
+// the diagnostic is printed in either order.
 #pragma once
 
 namespace openreg::runtime {

@@ -18,17 +18,14 @@ void* HostMemory::allocate(size_t bytes) {
   return pointer;
 }
 
-void HostMemory::release(void* pointer) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = live_.find(reinterpret_cast<uintptr_t>(pointer));
-    if (found == live_.end()) {
-      fail(orErrorInvalidHostPointer, "orFreeHost: ", pointer,
-           " is not a live orMallocHost allocation (already freed, or an interior pointer?)");
-    }
-    live_.erase(found);
+void HostMemory::retire(void* pointer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = live_.find(reinterpret_cast<uintptr_t>(pointer));
+  if (found == live_.end()) {
+    fail(orErrorInvalidHostPointer, "orFreeHost: ", pointer,
+         " is not a live orMallocHost allocation (already freed, or an interior pointer?)");
   }
-  std::free(pointer);
+  live_.erase(found);
 }
 
 std::optional<HostAllocation> HostMemory::find(const void* pointer) const {

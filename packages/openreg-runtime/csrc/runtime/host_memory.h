@@ -21,7 +21,9 @@ struct HostAllocation {
 class HostMemory {
  public:
   void* allocate(size_t bytes);
-  void release(void* pointer);
+  // Ends the allocation for the API (a second free is an error); the caller
+  // frees the memory itself with std::free once no queued work uses it.
+  void retire(void* pointer);
   std::optional<HostAllocation> find(const void* pointer) const;
 
  private:

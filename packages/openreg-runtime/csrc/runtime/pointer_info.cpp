@@ -40,4 +40,11 @@ PointerInfo requireDeviceRange(const void* pointer, size_t count, const char* wh
   return info;
 }
 
+void requirePinnedRange(const PointerInfo& info, const void* pointer, size_t count,
+                        const char* what) {
+  check(count <= info.bytesAvailableFrom(pointer), orErrorInvalidValue, what, " range of ", count,
+        " bytes at ", pointer, " overruns its ", info.size, "-byte pinned allocation at ",
+        reinterpret_cast<void*>(info.base));
+}
+
 }  // namespace openreg::runtime

@@ -32,5 +32,9 @@ PointerInfo classifyPointer(const void* pointer);
 
 // Throws unless [pointer, pointer + count) is inside one live device allocation.
 PointerInfo requireDeviceRange(const void* pointer, size_t count, const char* what);
+// Throws unless [pointer, pointer + count) is inside the pinned allocation
+// `info` describes (from classifyPointer).
+void requirePinnedRange(const PointerInfo& info, const void* pointer, size_t count,
+                        const char* what);
 
 }  // namespace openreg::runtime

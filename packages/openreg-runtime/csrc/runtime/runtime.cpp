@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "fault_handler.h"
 
@@ -37,6 +38,20 @@ std::vector<std::shared_ptr<Stream>> Device::liveStreams() {
   return live;
 }
 
+void Device::appendUnfinishedWork(std::vector<Fence>& fences) {
+  auto appendIfBusy = [&fences](std::shared_ptr<Stream> stream) {
+    if (!stream->idle()) {
+      const uint64_t sequence = stream->lastEnqueued();
+      fences.push_back(Fence{std::move(stream), sequence});
+    }
+  };
+  appendIfBusy(defaultStream_);
+  std::lock_guard<std::mutex> lock(streamsMutex_);
+  for (const auto& entry : streams_) {
+    if (auto stream = entry.lock()) appendIfBusy(std::move(stream));
+  }
+}
+
 Runtime& Runtime::instance() {
   // Never destroyed: detached stream workers may still run during exit.
   static Runtime* runtime = new Runtime();
@@ -57,9 +72,15 @@ const RuntimeConfig& Runtime::config() {
 
 void Runtime::checkDeviceIndex(int index) {
   const int count = deviceCount();
-  check(index >= 0 && index < count, orErrorInvalidDevice, "device index ", index,
-        " is out of range: there are ", count, " OpenReg devices (valid: 0..", count - 1,
-        "; OPENREG_DEVICE_COUNT sets the count)");
+  if (index >= 0 && index < count) return;
+  std::ostringstream devices;
+  if (count == 1) {
+    devices << "there is 1 OpenReg device (valid index: 0)";
+  } else {
+    devices << "there are " << count << " OpenReg devices (valid indices: 0.." << count - 1 << ")";
+  }
+  fail(orErrorInvalidDevice, "device index ", index, " is out of range: ", devices.str(),
+       "; set OPENREG_DEVICE_COUNT to change the count");
 }
 
 void Runtime::requireNotForkedChild() const {
@@ -115,6 +136,14 @@ std::shared_ptr<Stream> Runtime::resolveStream(const void* handle) {
   if (handle == nullptr) return currentDevice().defaultStream();
   requireNotForkedChild();
   return streams_.get(handle);
+}
+
+std::vector<Fence> Runtime::unfinishedWork() {
+  std::vector<Fence> fences;
+  for (auto& slot : devices_) {
+    if (Device* device = slot.load(std::memory_order_acquire)) device->appendUnfinishedWork(fences);
+  }
+  return fences;
 }
 
 }  // namespace openreg::runtime

@@ -19,6 +19,7 @@
 #include "event.h"
 #include "handle_registry.h"
 #include "host_memory.h"
+#include "pending_release.h"
 #include "stream.h"
 
 namespace openreg::runtime {
@@ -34,6 +35,8 @@ class Device {
   void trackStream(const std::shared_ptr<Stream>& stream);
   // All live streams of the device, default stream first.
   std::vector<std::shared_ptr<Stream>> liveStreams();
+  // Appends a fence for each of the device's streams with unfinished work.
+  void appendUnfinishedWork(std::vector<Fence>& fences);
 
  private:
   const int index_;
@@ -67,6 +70,10 @@ class Runtime {
 
   // Resolves a stream handle; NULL means the current device's default stream.
   std::shared_ptr<Stream> resolveStream(const void* handle);
+
+  // A fence per stream, of any active device, with unfinished work: memory
+  // freed now may be touched by that work until the fences are passed.
+  std::vector<Fence> unfinishedWork();
 
   void markForkedChild() { forkedChild_.store(true); }
   // Throws orErrorInitialization in a forked child of a process that used

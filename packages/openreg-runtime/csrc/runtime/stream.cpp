@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "errors.h"
+#include "pending_release.h"
 
 namespace openreg::runtime {
 namespace {
@@ -48,6 +49,15 @@ bool reportFailureOfCurrentWork(const std::string& message) {
   if (currentWorkFailure == nullptr) return false;
   if (!currentWorkFailure->has_value()) *currentWorkFailure = message;
   return true;
+}
+
+bool insideStreamWork() { return workerOf != nullptr; }
+
+void refuseInsideStreamWork(const char* call) {
+  check(!insideStreamWork(), orErrorNotPermitted, call,
+        " cannot be called inside work running on an OpenReg stream: the work would wait for "
+        "itself or for work queued behind it. Synchronize from host code, or order streams "
+        "with events (orStreamWaitEvent)");
 }
 
 Stream::Stream(int device, int priority, unsigned flags, bool isDefault)
@@ -118,10 +128,15 @@ void Stream::runOne(Work& work) {
   }
   currentWorkFailure = nullptr;
   work = nullptr;  // release captured state before signalling completion
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (failure && !failure_) failure_ = std::move(failure);
-  completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  wakeCompletionWaitersLocked();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure && !failure_) failure_ = std::move(failure);
+    completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    wakeCompletionWaitersLocked();
+  }
+  // Memory freed while this work was queued may now be released (one atomic
+  // load when nothing is pending).
+  releaseCompletedFrees();
 }
 
 void Stream::wakeCompletionWaitersLocked() {

@@ -43,6 +43,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // A host thread that found the queue full resumes when it is this short.
   static constexpr size_t kResumeEnqueueAt = kMaxQueued / 2;
   bool isComplete(uint64_t sequence);
+  // Sequence number of the most recently enqueued work (0: none yet).
+  uint64_t lastEnqueued() const { return enqueued_.load(std::memory_order_acquire); }
   void waitFor(uint64_t sequence);
   // Waits for everything enqueued so far.
   void synchronize();
@@ -98,5 +100,12 @@ void synchronizeOrThrow(Stream& stream);
 // Inside work run by a worker: records a failure message for that work.
 // Returns false when the calling thread is not running stream work.
 bool reportFailureOfCurrentWork(const std::string& message);
+
+// True on a stream's worker thread (that is, inside work the runtime runs).
+bool insideStreamWork();
+// Throws orErrorNotPermitted inside stream work: `call` would wait for work
+// that can only run after the calling work (its own stream, or work queued
+// behind it), so it could never return. CUDA forbids the same in callbacks.
+void refuseInsideStreamWork(const char* call);
 
 }  // namespace openreg::runtime
