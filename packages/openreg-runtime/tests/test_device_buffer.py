@@ -293,17 +293,18 @@ def test_copies_on_a_stream(buffer):
     assert bytes(memoryview(result)) == PAYLOAD
 
 
-def test_stream_copy_keeps_memory_alive_after_python_references_are_dropped():
+def test_stream_copy_keeps_memory_alive_after_python_references_are_dropped(hold_stream):
     before = rt.mem_get_info()
     stream = rt.Stream()
     device_buffer = rt.DeviceBuffer(len(PAYLOAD))
     device_buffer.copy_from(PAYLOAD)
     result = rt.HostBuffer(len(PAYLOAD))
-    stream.sleep(0.3)
+    release = hold_stream(stream)
     device_buffer.copy_to(result, stream=stream)
     device_buffer.free()  # the queued copy still owns the allocation...
     del device_buffer
     assert rt.mem_get_info()[0] < before[0], "memory was released under a pending copy"
+    release()
     stream.synchronize()
     assert bytes(memoryview(result)) == PAYLOAD
     assert rt.mem_get_info() == before  # ...and releases it once the copy is done

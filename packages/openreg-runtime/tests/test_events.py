@@ -18,46 +18,50 @@ def test_never_recorded_event_is_complete():
     event.synchronize()
 
 
-def test_record_query_synchronize():
+def test_record_query_synchronize(hold_stream):
     stream = rt.Stream()
-    stream.sleep(0.3)
+    release = hold_stream(stream)
     event = rt.Event()
     event.record(stream)
     assert event.query() is False
+    release()
     event.synchronize()
     assert event.query() is True
     assert stream.query() is True
 
 
-def test_event_marks_a_point_not_the_end_of_the_stream():
+def test_event_marks_a_point_not_the_end_of_the_stream(hold_stream):
     stream = rt.Stream()
     event = rt.Event()
     event.record(stream)
-    stream.sleep(0.3)
+    release = hold_stream(stream)
     event.synchronize()
     assert event.query() is True
     assert stream.query() is False
+    release()
     stream.synchronize()
 
 
-def test_record_without_stream_uses_current_default_stream():
-    rt.Stream.default().sleep(0.3)
+def test_record_without_stream_uses_current_default_stream(hold_stream):
+    release = hold_stream(rt.Stream.default())
     event = rt.Event()
     event.record()
     assert event.query() is False
+    release()
     rt.Stream.default().synchronize()
     assert event.query() is True
 
 
-def test_re_recording_tracks_the_latest_record():
+def test_re_recording_tracks_the_latest_record(hold_stream):
     stream = rt.Stream()
     event = rt.Event()
     event.record(stream)
     stream.synchronize()
     assert event.query() is True
-    stream.sleep(0.3)
+    release = hold_stream(stream)
     event.record(stream)
     assert event.query() is False
+    release()
     event.synchronize()
     assert event.query() is True
 
@@ -71,7 +75,7 @@ def test_elapsed_time_brackets_work():
     end.synchronize()
     milliseconds = start.elapsed_time(end)
     assert isinstance(milliseconds, float)
-    assert 40 <= milliseconds <= 1000
+    assert milliseconds >= 40  # no upper bound: a busy machine may delay the worker
 
 
 def test_elapsed_time_of_an_event_with_itself_is_zero():
@@ -120,29 +124,32 @@ def test_elapsed_time_of_never_recorded_event_is_invalid_handle(role):
         start.elapsed_time(end)
 
 
-def test_elapsed_time_of_pending_end_event_is_not_ready():
+def test_elapsed_time_of_pending_end_event_is_not_ready(hold_stream):
     stream = rt.Stream()
     start, end = rt.Event(enable_timing=True), rt.Event(enable_timing=True)
     start.record(stream)
     start.synchronize()
+    release = hold_stream(stream)
     stream.sleep(0.3)
     end.record(stream)
     with pytest.raises(rt.NotReadyError, match=r"^end event has not completed yet") as info:
         start.elapsed_time(end)
     assert "[orErrorNotReady]" in str(info.value)
+    release()
     end.synchronize()
     assert start.elapsed_time(end) >= 250
 
 
-def test_elapsed_time_of_pending_start_event_is_not_ready():
+def test_elapsed_time_of_pending_start_event_is_not_ready(hold_stream):
     stream, other = rt.Stream(), rt.Stream()
     start, end = rt.Event(enable_timing=True), rt.Event(enable_timing=True)
     end.record(other)
     end.synchronize()
-    stream.sleep(0.3)
+    release = hold_stream(stream)
     start.record(stream)
     with pytest.raises(rt.NotReadyError, match=r"^start event has not completed yet"):
         start.elapsed_time(end)
+    release()
     start.synchronize()
     assert start.elapsed_time(end) < 0
 
@@ -170,18 +177,19 @@ def test_event_device_follows_the_current_device():
     event.synchronize()
 
 
-def test_cross_device_wait_event_is_allowed():
+def test_cross_device_wait_event_is_allowed(hold_stream):
     producer = rt.Stream(device=0)
     consumer = rt.Stream(device=1)
     state = {"done": False}
     observed = []
-    producer.sleep(0.3)
+    release = hold_stream(producer)
     producer.launch(lambda: state.update(done=True))
     event = rt.Event(device=0)
     event.record(producer)
     consumer.wait_event(event)
     consumer.launch(lambda: observed.append(state["done"]))
     assert consumer.query() is False
+    release()
     consumer.synchronize()
     assert observed == [True]
 
@@ -195,16 +203,17 @@ def test_event_synchronize_reports_failure_of_the_stream():
     stream.synchronize()
 
 
-def test_wait_uses_the_record_at_the_time_of_the_wait():
+def test_wait_uses_the_record_at_the_time_of_the_wait(hold_stream):
     producer, consumer = rt.Stream(), rt.Stream()
     event = rt.Event()
     event.record(producer)  # completes at once
     producer.synchronize()
     consumer.wait_event(event)
-    producer.sleep(0.5)
+    release = hold_stream(producer)
     event.record(producer)  # a later record must not hold back the earlier wait
-    consumer.synchronize()
+    consumer.synchronize()  # (would wait until the hold times out if it did)
     assert producer.query() is False
+    release()
     producer.synchronize()
 
 

@@ -1,6 +1,7 @@
 """Raw memcpy / memcpy_async: kinds, direction checks, ranges, asynchrony."""
 
 import ctypes
+import threading
 
 import pytest
 
@@ -217,52 +218,56 @@ def test_memcpy_from_freed_device_memory_is_invalid_device_pointer(memory):
         rt.memcpy(pointer, memory.address("pageable"), 16, K.DEFAULT)
 
 
-def test_memcpy_is_ordered_after_default_stream_work(memory):
+def test_memcpy_is_ordered_after_default_stream_work(memory, hold_stream):
     """A synchronous memcpy waits for earlier work on the device's default stream."""
     memory.write("device", bytes(SIZE))
     memory.write("pinned", DATA)
     default = rt.Stream.default()
-    default.sleep(0.2)
+    release = hold_stream(default)
     rt.memcpy_async(memory.address("device"), memory.address("pinned"), SIZE, K.DEFAULT, None)
-    assert not default.query(), "the pinned copy should still be queued behind the sleep"
-    assert memory.read("device") == DATA
+    assert not default.query(), "the pinned copy should still be queued behind the held work"
+    threading.Timer(0.1, release).start()
+    assert memory.read("device") == DATA  # a synchronous copy: waits for the release
 
 
-def test_memcpy_async_to_pinned_memory_is_asynchronous(memory):
+def test_memcpy_async_to_pinned_memory_is_asynchronous(memory, hold_stream):
     memory.write("device", DATA)
     pinned = rt.HostBuffer(SIZE)
     memoryview(pinned)[:] = b"\xcc" * SIZE
     stream = rt.Stream()
-    stream.sleep(0.3)
+    release = hold_stream(stream)
     rt.memcpy_async(pinned.ptr, memory.address("device"), SIZE, K.DEVICE_TO_HOST, stream)
     assert stream.query() is False
     assert bytes(pinned) == b"\xcc" * SIZE, "the copy ran before the work queued ahead of it"
+    release()
     stream.synchronize()
     assert stream.query() is True
     assert bytes(pinned) == DATA
 
 
-def test_memcpy_async_from_pinned_memory_is_asynchronous(memory):
+def test_memcpy_async_from_pinned_memory_is_asynchronous(memory, hold_stream):
     memory.write("device", bytes(SIZE))
     pinned = rt.HostBuffer(SIZE)
     memoryview(pinned)[:] = DATA
     stream = rt.Stream()
-    stream.sleep(0.3)
+    release = hold_stream(stream)
     rt.memcpy_async(memory.address("device"), pinned.ptr, SIZE, K.HOST_TO_DEVICE, stream)
     assert stream.query() is False
+    release()
     stream.synchronize()
     assert memory.read("device") == DATA
 
 
-def test_memcpy_async_device_to_device_is_asynchronous(memory):
+def test_memcpy_async_device_to_device_is_asynchronous(memory, hold_stream):
     memory.write("device", DATA)
     memory.write("device_2", bytes(SIZE))
     stream = rt.Stream()
-    stream.sleep(0.3)
+    release = hold_stream(stream)
     rt.memcpy_async(
         memory.address("device_2"), memory.address("device"), SIZE, K.DEVICE_TO_DEVICE, stream
     )
     assert stream.query() is False
+    release()
     stream.synchronize()
     assert memory.read("device_2") == DATA
 
@@ -291,13 +296,14 @@ def test_memcpy_async_from_pageable_memory_completes_before_returning(memory):
     assert memory.read("other_device") == DATA
 
 
-def test_memcpy_async_without_stream_uses_the_default_stream(memory):
+def test_memcpy_async_without_stream_uses_the_default_stream(memory, hold_stream):
     memory.write("device", DATA)
     pinned = rt.HostBuffer(SIZE)
     default = rt.Stream.default()
-    default.sleep(0.2)
+    release = hold_stream(default)
     rt.memcpy_async(pinned.ptr, memory.address("device"), SIZE, K.DEVICE_TO_HOST)
     assert default.query() is False
+    release()
     default.synchronize()
     assert bytes(pinned) == DATA
 

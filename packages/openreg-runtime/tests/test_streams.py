@@ -75,10 +75,12 @@ def test_query_and_synchronize_on_idle_stream():
 
 
 @pytest.mark.parametrize("use_default", [False, True], ids=["created", "default"])
-def test_work_is_asynchronous(use_default):
+def test_work_is_asynchronous(use_default, hold_stream):
     stream = rt.Stream.default() if use_default else rt.Stream()
-    stream.sleep(0.3)
+    release = hold_stream(stream)  # returns while the worker is still inside the work
+    stream.sleep(0.01)
     assert stream.query() is False
+    release()
     stream.synchronize()
     assert stream.query() is True
 
@@ -228,12 +230,13 @@ def test_wait_stream_across_devices():
     assert observed == [True]
 
 
-def test_without_waiting_streams_are_independent():
+def test_without_waiting_streams_are_independent(hold_stream):
     slow, fast = rt.Stream(), rt.Stream()
-    slow.sleep(0.5)
+    release = hold_stream(slow)
     fast.launch(lambda: None)
     fast.synchronize()
     assert slow.query() is False
+    release()
     slow.synchronize()
 
 
@@ -243,15 +246,16 @@ def test_waiting_for_a_never_recorded_event_is_a_no_op():
     stream.synchronize()
 
 
-def test_record_event():
+def test_record_event(hold_stream):
     stream = rt.Stream(device=1)
     event = stream.record_event()
     assert isinstance(event, rt.Event)
     assert event.enable_timing is False
-    stream.sleep(0.3)
+    release = hold_stream(stream)
     mine = rt.Event(enable_timing=True, device=1)
     assert stream.record_event(mine) is mine
     assert mine.query() is False
+    release()
     stream.synchronize()
     assert mine.query() is True
 
@@ -274,13 +278,14 @@ def test_device_synchronize_waits_for_work_of_destroyed_streams():
     assert ran == [True]
 
 
-def test_streams_of_device_one_are_independent_of_device_zero():
+def test_streams_of_device_one_are_independent_of_device_zero(hold_stream):
     on_one = rt.Stream(device=1)
-    on_one.sleep(0.5)
+    release = hold_stream(on_one)
     on_zero = rt.Stream(device=0)
     on_zero.launch(lambda: None)
-    rt.synchronize(device=0)
+    rt.synchronize(device=0)  # (would wait until the hold times out if it waited for device 1)
     assert on_one.query() is False, "synchronizing device 0 waited for device 1"
+    release()
     rt.synchronize(device=1)
     assert on_one.query() is True
 
@@ -376,24 +381,36 @@ def test_host_held_back_by_a_full_queue_resumes_when_half_has_drained(
 
 
 def test_waiters_on_different_points_of_one_stream_each_return_after_their_work():
+    # Three segments of work, each held by a gate the test opens in turn: a
+    # waiter must return once its own segment is done, not before, and not
+    # only at the end.
     stream = rt.Stream()
+    gates = [threading.Event() for _ in range(3)]
     events = []
-    for _ in range(3):
-        stream.sleep(0.1)
+    for gate in gates:
+        stream.launch(lambda gate=gate: gate.wait(60))
         events.append(stream.record_event())
-    returned = {}
+    returned = {index: threading.Event() for index in range(3)}
+    seen = {}
 
     def wait_for(index):
         events[index].synchronize()
-        returned[index] = [event.query() for event in events]
+        seen[index] = [event.query() for event in events]
+        returned[index].set()
 
     threads = [threading.Thread(target=wait_for, args=(i,)) for i in (2, 0, 1)]
     for thread in threads:
         thread.start()
-    stream.synchronize()
+    for index, gate in enumerate(gates):
+        assert not any(returned[later].is_set() for later in range(index, 3)), (
+            f"a waiter returned before segment {index} ran"
+        )
+        gate.set()
+        assert returned[index].wait(60), f"waiter {index} did not return after its segment"
+        assert seen[index][index] is True
+        assert seen[index][index + 1 :] == [False] * (2 - index), (
+            f"waiter {index} returned only after later segments"
+        )
     for thread in threads:
-        thread.join(timeout=30)
-    assert sorted(returned) == [0, 1, 2], "a waiter never returned"
-    for index, seen in returned.items():
-        assert seen[index] is True, f"waiter {index} returned before its work completed"
-    assert returned[0][2] is False, "the earliest waiter was only woken at the end"
+        thread.join(timeout=60)
+    stream.synchronize()
