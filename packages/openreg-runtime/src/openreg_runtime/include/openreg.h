@@ -18,12 +18,22 @@
  *    orMemcpy*) reaches the same bytes through orGetKernelPointer.
  *  - After fork(), the child process cannot use the runtime (every call
  *    returns orErrorInitialization), as with CUDA; use a spawned process.
+ *  - Calls that wait for stream work (the *Synchronize functions, orMemcpy,
+ *    orMemset, orMemcpyAsync with pageable memory) return orErrorNotPermitted
+ *    when called from inside work running on a stream: that work could be
+ *    what they wait for.
  *
  * Environment
  *  OPENREG_DEVICE_COUNT   number of devices, 1..16 (default 2)
- *  OPENREG_DEVICE_MEMORY  capacity of each device, e.g. "8GiB", "512MiB",
- *                         "1073741824" (default: a quarter of physical RAM)
- *  Both are read once, on the first call that needs the devices.
+ *  OPENREG_DEVICE_MEMORY  capacity of each device, 1 MiB to 1 TiB, e.g. "8GiB",
+ *                         "512MiB", or "1073741824" (a bare number is bytes)
+ *                         (default: a quarter of physical RAM)
+ *  OPENREG_FAULT_MALLOC   fault injection: call numbers (counted from 1, e.g.
+ *  OPENREG_FAULT_MEMCPY   "3" or "3,4") of orMalloc / orMemcpy* / orLaunchHostFunc
+ *  OPENREG_FAULT_LAUNCH   calls that fail with orErrorOutOfMemory (malloc) or
+ *                         orErrorLaunchFailure (a copy copies nothing; launched
+ *                         work still runs, then is reported failed)
+ *  All are read once, on the first call that needs the devices.
  */
 #ifndef OPENREG_H_
 #define OPENREG_H_
@@ -119,8 +129,15 @@ OR_API orError_t orDeviceSynchronize(void);
 /* Allocates `size` bytes on the current device (page-granular; size 0 gives
  * NULL). Returns orErrorOutOfMemory beyond the device's capacity. */
 OR_API orError_t orMalloc(void** devPtr, size_t size);
-/* Frees a device allocation; NULL is a no-op. The pages go back to the OS. */
+/* Frees a device allocation; NULL is a no-op. Stream-ordered: returns at once
+ * and the pointer is invalid from then on, but the memory is reused (and its
+ * pages go back to the OS) only once all work queued before the call, on any
+ * stream of any device, has completed. orMalloc waits for such pending frees
+ * before reporting orErrorOutOfMemory. Unlike cudaFree it never synchronizes,
+ * so it may be called inside stream work. */
 OR_API orError_t orFree(void* devPtr);
+/* Pinned host memory: copies between it and a device may be asynchronous.
+ * orFreeHost is stream-ordered like orFree. */
 OR_API orError_t orMallocHost(void** ptr, size_t size);
 OR_API orError_t orFreeHost(void* ptr);
 /* Free and total bytes of the current device. */
@@ -133,7 +150,8 @@ OR_API orError_t orPointerGetAttributes(orPointerAttributes* attributes, const v
 OR_API orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind kind);
 /* Copy ordered on `stream`. Asynchronous to the host when the host side is
  * pinned (or both sides are device memory); with pageable host memory it
- * completes before returning, like CUDA. */
+ * completes before returning, like CUDA. Ranges are checked against device and
+ * pinned allocations (orErrorInvalidValue when a side would overrun). */
 OR_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind,
                         orStream_t stream);
 /* Synchronous fill of device memory with a byte value. */
