@@ -11,6 +11,7 @@ sdist once into ``dist/``, and each integration shape installs from those files
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -31,7 +32,11 @@ DISTRIBUTIONS = {
     "torch-openreg": "torch_openreg",
     "openreg-autoload": "openreg_autoload",
 }
-# Install shape -> the workspace wheels it installs (tests: tests/integration/test_<shape>.py).
+# README's install commands, run exactly as written by `wheels` and `integration`: the
+# shell block that follows this marker in README.md.
+INSTALL_COMMANDS_MARKER = "<!-- install-commands:"
+# Install shape -> the workspace wheels it installs (tests: tests/integration/test_<shape>.py);
+# the last one is what the shape's README command names.
 SHAPES = {
     "runtime-only": ("openreg-runtime",),
     "manual": ("openreg-runtime", "torch-openreg"),
@@ -84,11 +89,33 @@ SANITIZER_ENV = {
     "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
 }
 TSAN_DRIVER = "packages/openreg-runtime/tests/sanitize/streams_and_events.cpp"
+STRESS_SMOKE = "packages/torch-openreg/tests/sanitize/stress_smoke.py"
 
 nox.needs_version = ">=2024.10"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
 nox.options.sessions = ["lint", "runtime", "binding", "distributed", "wheels", "integration"]
+
+
+def readme_install_commands(session: nox.Session) -> dict[str, list[str]]:
+    """README.md's install commands: ``build`` and, per distribution, its ``pip install``."""
+    text = (ROOT / "README.md").read_text()
+    if INSTALL_COMMANDS_MARKER not in text:
+        session.error(f"README.md lost the {INSTALL_COMMANDS_MARKER} block the sessions run")
+    block = text.split(INSTALL_COMMANDS_MARKER, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    commands: dict[str, list[str]] = {}
+    for line in block.splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:2] == ["uv", "build"]:
+            commands["build"] = words
+        elif words[:2] == ["pip", "install"]:
+            commands[words[-1]] = words
+        elif words:
+            session.error(f"README.md install block: unexpected command {line!r}")
+    missing = {"build", *DISTRIBUTIONS} - set(commands)
+    if missing:
+        session.error(f"README.md install block has no command for {sorted(missing)}")
+    return commands
 
 
 def sync_locked(session: nox.Session, *packages: str, groups: tuple[str, ...] = ("test",)) -> None:
@@ -157,12 +184,11 @@ def distributed(session: nox.Session) -> None:
 def wheels(session: nox.Session) -> None:
     """Build the wheel and sdist of every workspace package once, into dist/ (for integration)."""
     shutil.rmtree(DIST, ignore_errors=True)
-    # Each wheel is built from its sdist, which also proves the sdists are complete.
-    # The binding's setup.py imports torch: no backend may autoload while it builds.
-    session.run(
-        "uv", "build", "--all-packages", "--out-dir", str(DIST),
-        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
-    )  # fmt: skip
+    # README's build command, exactly as written (it builds each wheel from its
+    # sdist, which also proves the sdists are complete). The binding's setup.py
+    # imports torch: no backend may autoload while it builds.
+    build = readme_install_commands(session)["build"]
+    session.run(*build, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     for prefix in DISTRIBUTIONS.values():
         built = sorted(p.name for p in DIST.glob(f"{prefix}-*") if p.suffix in (".whl", ".gz"))
         if len(built) != 2:
@@ -201,15 +227,26 @@ def locked_requirements(session: nox.Session, shape: str) -> str:
 @nox.session(python=PYTHON, requires=["wheels"])
 @nox.parametrize("shape", [nox.param(shape, id=shape) for shape in SHAPES])
 def integration(session: nox.Session, shape: str) -> None:
-    """One install shape from the built wheels: tests/integration/test_<shape>.py."""
-    wheels = [built_wheel(session, distribution) for distribution in SHAPES[shape]]
-    session.install("-r", locked_requirements(session, shape), *wheels)
+    """One install shape from the built wheels: tests/integration/test_<shape>.py.
+
+    The wheels are installed with README's pip command for the shape, exactly as
+    written; third-party packages come pinned from uv.lock first, so pip finds them
+    installed. The autoload shape (all three packages) also runs every Python block
+    of the documentation (tests/docs).
+    """
+    for distribution in SHAPES[shape]:
+        built_wheel(session, distribution)  # a clear error if `wheels` has not run
+    session.install("-r", locked_requirements(session, shape))
+    session.run("python", "-m", "ensurepip", "--default-pip", silent=True)
+    pip_install = readme_install_commands(session)[SHAPES[shape][-1]]
+    session.run(*pip_install, env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     if shape == "runtime-only":
         session.run("python", "-c", NO_TORCH_CHECK)
     if shape == "broken":
         session.run("python", "-c", BREAK_RUNTIME)
     session.run("pytest", f"tests/integration/test_{shape.replace('-', '_')}.py", *session.posargs)
     if shape == "autoload":
+        session.run("pytest", "tests/docs", *session.posargs)
         # Last step, outside pytest: removing the shim turns autoload off again.
         python = str(Path(session.bin) / "python")
         session.run("uv", "pip", "uninstall", "--python", python, "openreg-autoload")
@@ -226,7 +263,7 @@ def compiler_file(session: nox.Session, name: str) -> str:
 
 @nox.session(python=PYTHON)
 def sanitize(session: nox.Session) -> None:
-    """The runtime under ASan+UBSan (its pytest suite) and TSan (streams/events driver).
+    """Runtime and binding under ASan+UBSan, runtime streams/events under TSan.
 
     Zero reports: any sanitizer report fails the session. See README, "Sanitizers".
     """
@@ -255,6 +292,16 @@ def sanitize(session: nox.Session) -> None:
     )  # fmt: skip
     for _ in range(3):
         session.run(str(driver), env={"TSAN_OPTIONS": "halt_on_error=1:exitcode=66"}, external=True)
+    # 3. The binding instrumented the same way, with torch, under a stress smoke test.
+    binding_dir = Path(session.create_tmp()) / "sanitized-binding"
+    shutil.rmtree(binding_dir, ignore_errors=True)
+    session.run(
+        "uv", "build", "--wheel", "--out-dir", str(binding_dir), "packages/torch-openreg",
+        env={"TORCH_OPENREG_SANITIZE": SANITIZERS, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    )  # fmt: skip
+    (binding,) = binding_dir.glob("torch_openreg-*.whl")
+    session.install("-r", locked_requirements(session, "manual"), str(binding))
+    session.run("python", STRESS_SMOKE, env=env)
 
 
 @nox.session(python=PYTHON)

@@ -41,6 +41,16 @@ class BuildPyWithBuildInfo(build_py):
 
 sources = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").rglob("*.cpp"))
 
+# TORCH_OPENREG_SANITIZE=address,undefined,... builds _C instrumented, for
+# `nox -s sanitize`; unset for normal builds. (Not OPENREG_SANITIZE, which
+# instruments the runtime: the runtime this build imports must stay plain.)
+SANITIZE = os.environ.get("TORCH_OPENREG_SANITIZE", "").strip()
+SANITIZER_FLAGS = (
+    [f"-fsanitize={SANITIZE}", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+    if SANITIZE
+    else []
+)
+
 setup(
     ext_modules=[
         CppExtension(
@@ -51,13 +61,15 @@ setup(
             libraries=["openreg"],
             # -g0: no debug information (Python's default -g makes _C 27 MB).
             extra_compile_args=[
-                "-O2",
+                "-O1" if SANITIZE else "-O2",
                 "-g0",
                 "-Wall",
                 "-Wno-unused-parameter",
                 "-Wno-interference-size",
                 "-fvisibility=hidden",
+                *SANITIZER_FLAGS,
             ],
+            extra_link_args=SANITIZER_FLAGS,
         )
     ],
     cmdclass={
