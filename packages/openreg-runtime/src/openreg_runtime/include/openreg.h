@@ -52,12 +52,22 @@ extern "C" {
 #define OR_API
 #endif
 
+/* The enums below are int-sized in C. C++ gives them the fixed underlying
+ * type int, so that any int a C caller passes (say orMemcpyKind 1000, which
+ * the runtime rejects) is a valid value rather than undefined behaviour. The
+ * layout is the same in both languages. */
+#ifdef __cplusplus
+#define OR_ENUM_TYPE : int
+#else
+#define OR_ENUM_TYPE
+#endif
+
 #define OPENREG_VERSION_MAJOR 0
 #define OPENREG_VERSION_MINOR 1
 #define OPENREG_MAX_DEVICES 16
 
 /* Error codes. Values are stable: they are part of the ABI. */
-typedef enum orError {
+typedef enum orError OR_ENUM_TYPE {
   orSuccess = 0,
   orErrorInvalidValue = 1,           /* bad argument: NULL, range, flags */
   orErrorOutOfMemory = 2,            /* device capacity exhausted */
@@ -74,7 +84,7 @@ typedef enum orError {
   orErrorUnknown = 999
 } orError_t;
 
-typedef enum orMemcpyKind {
+typedef enum orMemcpyKind OR_ENUM_TYPE {
   orMemcpyHostToHost = 0,
   orMemcpyHostToDevice = 1,
   orMemcpyDeviceToHost = 2,
@@ -82,7 +92,7 @@ typedef enum orMemcpyKind {
   orMemcpyDefault = 4 /* inferred from the pointers */
 } orMemcpyKind;
 
-typedef enum orMemoryType {
+typedef enum orMemoryType OR_ENUM_TYPE {
   orMemoryTypeUnregistered = 0, /* ordinary (pageable) host memory */
   orMemoryTypeHost = 1,         /* pinned host memory from orMallocHost */
   orMemoryTypeDevice = 2        /* device memory from orMalloc */
