@@ -274,8 +274,10 @@ def sanitize(session: nox.Session) -> None:
     # 1. ASan + UBSan: the runtime wheel built instrumented, its whole test suite.
     wheel_dir = Path(session.create_tmp()) / "sanitized-wheel"
     shutil.rmtree(wheel_dir, ignore_errors=True)
+    # (The wheels are built from sdists, as in `wheels`: never in the source tree,
+    # whose build directories belong to the developer's normal builds.)
     session.run(
-        "uv", "build", "--wheel", "--out-dir", str(wheel_dir), "packages/openreg-runtime",
+        "uv", "build", "--out-dir", str(wheel_dir), "packages/openreg-runtime",
         env={"OPENREG_SANITIZE": SANITIZERS},
     )  # fmt: skip
     (wheel,) = wheel_dir.glob("openreg_runtime-*.whl")
@@ -313,7 +315,7 @@ def sanitize(session: nox.Session) -> None:
     binding_dir = Path(session.create_tmp()) / "sanitized-binding"
     shutil.rmtree(binding_dir, ignore_errors=True)
     session.run(
-        "uv", "build", "--wheel", "--out-dir", str(binding_dir), "packages/torch-openreg",
+        "uv", "build", "--out-dir", str(binding_dir), "packages/torch-openreg",
         env={"TORCH_OPENREG_SANITIZE": SANITIZERS, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
     )  # fmt: skip
     (binding,) = binding_dir.glob("torch_openreg-*.whl")

@@ -624,3 +624,13 @@ def test_rng_state_of_device_one_waits_for_its_queued_kernels():
     assert not busy(1)
     torch.openreg.synchronize(1)
     assert torch.equal(state, torch.openreg.get_rng_state(1))
+
+
+@pytest.mark.parametrize(
+    "milliseconds", [-1, -1e-9, float("nan"), float("inf"), float("-inf"), 1e300, 86_400_001]
+)
+def test_sleep_rejects_bad_durations(milliseconds):
+    with pytest.raises(ValueError, match="from 0 to 86400000") as info:
+        torch.openreg._sleep(milliseconds)
+    assert repr(milliseconds) in str(info.value)
+    assert torch.openreg.current_stream().query(), "a rejected sleep must not enqueue anything"

@@ -155,9 +155,21 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return is_available()
 
 
+_MAX_SLEEP_MS = 86_400_000  # one day, as openreg_runtime.Stream.sleep
+
+
 def _sleep(milliseconds: float, device: DeviceLike = None) -> None:
-    """Enqueue a kernel that only waits, on the current stream (like torch.cuda._sleep)."""
-    _C._sleep(_get_device_index(device, optional=True), int(milliseconds * 1000))
+    """Enqueue a kernel that only waits, on the current stream (like torch.cuda._sleep).
+
+    ``milliseconds`` is a number from 0 to 86400000 (one day); anything else
+    (negative, NaN, infinite, huge) is a ValueError.
+    """
+    if not (0 <= milliseconds <= _MAX_SLEEP_MS):  # also false for NaN
+        raise ValueError(
+            f"_sleep: the duration must be a number of milliseconds from 0 to {_MAX_SLEEP_MS} "
+            f"(one day), got {milliseconds!r}"
+        )
+    _C._sleep(_get_device_index(device, optional=True), round(milliseconds * 1000))
 
 
 def _lazy_init() -> None:
