@@ -98,7 +98,15 @@ STRESS_SMOKE = "packages/torch-openreg/tests/sanitize/stress_smoke.py"
 nox.needs_version = ">=2024.10"
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "runtime", "binding", "distributed", "wheels", "integration"]
+nox.options.sessions = [
+    "lint",
+    "runtime",
+    "binding",
+    "distributed",
+    "sanitize",
+    "wheels",
+    "integration",
+]
 
 
 def readme_install_commands(session: nox.Session) -> dict[str, list[str]]:
