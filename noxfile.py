@@ -150,6 +150,8 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
     # The binding's C++ layers: includes point downward only.
     session.run("python", "tools/check_layers.py")
+    # pytest from the repository root: no two test modules may share a base name.
+    session.run("python", "tools/check_test_names.py")
 
 
 @nox.session(python=PYTHON)
