@@ -1,11 +1,10 @@
-"""Test sessions for the OpenReg workspace (run with ``uv run nox``).
+"""Test sessions for the OpenReg workspace (CI: ``uv run --only-group nox nox``).
 
-One session per install shape. The unit-test sessions build their environment
-from ``uv.lock`` (``uv sync --locked``) with the workspace packages installed as
-regular, non-editable wheels, so the tests exercise what users install. The
-``integration`` sessions go one step further: ``wheels`` builds every wheel and
-sdist once into ``dist/``, and each integration shape installs from those files
-(third-party packages pinned to their locked versions) into a fresh environment.
+Each native package is compiled once per run: ``wheels`` builds every wheel (from
+its sdist) into ``dist/``, and every session that tests a package installs those
+wheel files into a fresh environment, third-party packages pinned to ``uv.lock``,
+so the tests exercise exactly what users install. Only ``sanitize`` compiles
+again, with the sanitizers' instrumentation.
 """
 
 from __future__ import annotations
@@ -100,6 +99,7 @@ nox.options.default_venv_backend = "uv"
 nox.options.error_on_missing_interpreters = True
 nox.options.sessions = [
     "lint",
+    "wheels",
     "runtime",
     "binding",
     "distributed",
@@ -130,22 +130,18 @@ def readme_install_commands(session: nox.Session) -> dict[str, list[str]]:
     return commands
 
 
-def sync_locked(session: nox.Session, *packages: str, groups: tuple[str, ...] = ("test",)) -> None:
-    """Install ``packages`` (workspace members) and dependency ``groups`` from the lock."""
-    command = ["uv", "sync", "--locked", "--no-editable", "--no-default-groups"]
-    for package in packages:
-        command += ["--package", package]
+def sync_groups(session: nox.Session, *groups: str) -> None:
+    """Install only the dependency ``groups`` from the lock (tools; no workspace package)."""
+    command = ["uv", "sync", "--locked", "--no-install-workspace"]
     for group in groups:
-        # Without --package a virtual workspace root installs every member (compiling
-        # the C++) and their dependencies; a tools-only environment needs only its groups.
-        command += ["--group" if packages else "--only-group", group]
+        command += ["--only-group", group]
     session.run_install(*command, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
 
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff: lint and formatting check over the whole repository."""
-    sync_locked(session, groups=("lint",))
+    sync_groups(session, "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     # The binding's C++ layers: includes point downward only.
@@ -154,22 +150,22 @@ def lint(session: nox.Session) -> None:
     session.run("python", "tools/check_test_names.py")
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, requires=["wheels"])
 def runtime(session: nox.Session) -> None:
     """openreg-runtime alone (no torch): its unit tests against the installed wheel."""
-    sync_locked(session, "openreg-runtime")
+    install_built(session, "runtime-only")
     # The runtime must not need torch: prove the environment has none.
     session.run("python", "-c", NO_TORCH_CHECK)
     session.run("pytest", "packages/openreg-runtime/tests", *session.posargs)
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, requires=["wheels"])
 def binding(session: nox.Session) -> None:
     """torch-openreg (with torch and openreg-runtime): its pytest suite against the wheel.
 
     The torch.distributed tests (test_distributed*.py) run in the ``distributed`` session.
     """
-    sync_locked(session, "torch-openreg")
+    install_built(session, "manual")
     session.run(
         "pytest", "packages/torch-openreg/tests", "--ignore-glob=*/test_distributed*",
         *session.posargs,
@@ -178,7 +174,7 @@ def binding(session: nox.Session) -> None:
     session.run("pytest", "benchmarks/tests", *session.posargs)
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, requires=["wheels"])
 def distributed(session: nox.Session) -> None:
     """torch.distributed on openreg: the orgloo backend's tests, torchrun, simulated hosts.
 
@@ -188,7 +184,7 @@ def distributed(session: nox.Session) -> None:
     joined by a veth pair, which the tests create and delete (root required: the
     session fails rather than skips without it).
     """
-    sync_locked(session, "torch-openreg")
+    install_built(session, "manual")
     session.run("pytest", *DISTRIBUTED_BINDING_TESTS, *session.posargs)
     session.run("pytest", "tests/distributed", *session.posargs,
                 env={"OPENREG_REQUIRE_NETNS": "1"})  # fmt: skip
@@ -236,6 +232,12 @@ def locked_requirements(session: nox.Session, shape: str) -> str:
         command += ["--only-group", "test"]
     session.run_install(*command, "--output-file", str(path), silent=True)
     return str(path)
+
+
+def install_built(session: nox.Session, shape: str) -> None:
+    """Install the wheels of ``shape`` from dist/, third-party packages pinned to uv.lock."""
+    wheels = [built_wheel(session, distribution) for distribution in SHAPES[shape]]
+    session.install("-r", locked_requirements(session, shape), *wheels)
 
 
 @nox.session(python=PYTHON, requires=["wheels"])
@@ -333,14 +335,13 @@ def sanitize(session: nox.Session) -> None:
     session.run("python", STRESS_SMOKE, env=env)
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, requires=["wheels"])
 def bench(session: nox.Session) -> None:
     """Benchmarks (not in the default run): benchmarks/run.py against the installed wheels.
 
     Writes the table to the log and the raw numbers to benchmarks/results.json
     (``uv run nox -s bench -- --output FILE`` or ``-- --quick`` pass options through).
     """
-    packages = [name for name in DISTRIBUTIONS if (ROOT / "packages" / name).is_dir()]
-    sync_locked(session, *packages, groups=())
+    install_built(session, "autoload")
     output = ROOT / "benchmarks" / "results.json"
     session.run("python", "benchmarks/run.py", "--output", str(output), *session.posargs)
