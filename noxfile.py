@@ -140,10 +140,13 @@ def sync_groups(session: nox.Session, *groups: str) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff: lint and formatting check over the whole repository."""
+    """ruff (lint, formatting) and mypy over the repository; the layering checks."""
     sync_groups(session, "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    # The packages' Python sources against the extension modules' stubs (*.pyi);
+    # configuration and what it cannot see in [tool.mypy] of pyproject.toml.
+    session.run("mypy")
     # The binding's C++ layers: includes point downward only.
     session.run("python", "tools/check_layers.py")
     # pytest from the repository root: no two test modules may share a base name.
@@ -248,7 +251,7 @@ def integration(session: nox.Session, shape: str) -> None:
     The wheels are installed with README's pip command for the shape, exactly as
     written; third-party packages come pinned from uv.lock first, so pip finds them
     installed. The autoload shape (all three packages) also runs every Python block
-    of the documentation (tests/docs).
+    of the documentation (tests/docs) and the stub check (tests/stubs).
     """
     for distribution in SHAPES[shape]:
         built_wheel(session, distribution)  # a clear error if `wheels` has not run
@@ -262,7 +265,7 @@ def integration(session: nox.Session, shape: str) -> None:
         session.run("python", "-c", BREAK_RUNTIME)
     session.run("pytest", f"tests/integration/test_{shape.replace('-', '_')}.py", *session.posargs)
     if shape == "autoload":
-        session.run("pytest", "tests/docs", *session.posargs)
+        session.run("pytest", "tests/docs", "tests/stubs", *session.posargs)
         # Last step, outside pytest: removing the shim turns autoload off again.
         python = str(Path(session.bin) / "python")
         session.run("uv", "pip", "uninstall", "--python", python, "openreg-autoload")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import torch
 
-DeviceLike = torch.device | str | int | None
+# What torch.cuda functions accept as a device.
+DeviceLike: TypeAlias = "torch.device | str | int | None"
 
 
 def _get_device_index(device: DeviceLike, optional: bool = False) -> int:

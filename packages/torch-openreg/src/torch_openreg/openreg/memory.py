@@ -61,7 +61,8 @@ def empty_cache() -> None:
 
 def mem_get_info(device: DeviceLike = None) -> tuple[int, int]:
     """(free, total) bytes of ``device`` as the runtime sees them."""
-    return tuple(_C._mem_get_info(_index(device)))
+    free, total = _C._mem_get_info(_index(device))
+    return free, total
 
 
 # memory_summary: one row per statistic (and per pool unless abbreviated), with
@@ -130,7 +131,7 @@ def memory_summary(device: DeviceLike = None, abbreviated: bool = False) -> str:
     lines = [heavy, f"| {title:<{width - 4}} |", heavy, row("Metric", columns), rule]
     for key, label, is_bytes in _SUMMARY_ROWS:
         render = _format_bytes if is_bytes else str
-        pools = (("all", label),)
+        pools: tuple[tuple[str, str], ...] = (("all", label),)
         if not abbreviated:
             pools += tuple((pool, f"  from {name}") for pool, name in _SUMMARY_POOLS)
         for pool, text in pools:
