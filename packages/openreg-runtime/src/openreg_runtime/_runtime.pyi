@@ -3,6 +3,7 @@ Low-level bindings of the OpenReg runtime C API (use openreg_runtime instead).
 """
 
 from __future__ import annotations
+
 import collections.abc
 import enum
 import typing
@@ -221,7 +222,7 @@ class DeviceBuffer:
     as a context manager, or call ``free``, to release it before it is garbage-collected.
     """
     def __enter__(self) -> DeviceBuffer: ...
-    def __exit__(self, *args) -> None: ...
+    def __exit__(self, *args: object) -> None: ...
     def __init__(
         self,
         nbytes: typing.SupportsInt | typing.SupportsIndex,

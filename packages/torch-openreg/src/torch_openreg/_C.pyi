@@ -3,9 +3,11 @@ Native part of torch_openreg (use torch.openreg instead).
 """
 
 from __future__ import annotations
+
 import datetime
-import torch._C._distributed_c10d
 import typing
+
+import torch._C._distributed_c10d
 
 __all__: list[str] = list()
 
@@ -13,7 +15,7 @@ class _CompiledKernel:
     """
     A kernel Inductor compiled for openreg; calling it enqueues it on the current stream of its arguments' device.
     """
-    def __call__(self, *args) -> None: ...
+    def __call__(self, *args: typing.Any) -> None: ...
     def __init__(
         self, name: str, entry: typing.SupportsInt | typing.SupportsIndex, kinds: str
     ) -> None: ...
