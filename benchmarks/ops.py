@@ -19,7 +19,9 @@ from benchmarks.common import TIMES, Figure, Pair, Settings, compare
 
 SIZES = (100, 10_000, 1_000_000)
 LARGE_RATIO_TARGET = 1.10  # ops of >= 1e6 elements (and the compute-bound matmul/conv2d)
-SMALL_OVERHEAD_TARGET_US = 5.0  # 1e2-element ops: at most this much above the CPU
+SMALL_OVERHEAD_TARGET_US = 2.0  # 1e2-element ops: at most this much above the CPU
+MEDIUM_ELEMENTWISE_TARGET = 1.5  # 1e4-element elementwise ops (add, mul)
+ELEMENTWISE_OPS = ("add", "mul")
 
 
 def _generator() -> torch.Generator:
@@ -136,6 +138,8 @@ def _figure(op: str, n: int, pair: Pair, family: str, mode: str, processes: int 
     elif n <= 100:
         kind, target = "abs_us_max", SMALL_OVERHEAD_TARGET_US
         value = pair.paired_difference * 1e6
+    elif op in ELEMENTWISE_OPS:
+        kind, target, value = "ratio_max", MEDIUM_ELEMENTWISE_TARGET, pair.paired_ratio
     else:
         kind, target, value = "info", None, pair.paired_ratio
     return Figure(
