@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+from _async import held_default_stream
 from torch import nn
 
 ATOL = 1e-5
@@ -218,8 +219,8 @@ def _pointwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def pointwise() -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """One compiled graph of a single fused C++ kernel, shared by the stream tests."""
     compiled = torch.compile(_pointwise)
-    x = torch.randn(1000, device="openreg")
-    compiled(x, x)  # compile now
+    x, y = torch.randn(1000, device="openreg"), torch.randn(1000, device="openreg")
+    compiled(x, y)  # compile now, for two distinct inputs as the tests pass them
     torch.openreg.synchronize()
     return compiled
 
@@ -232,9 +233,9 @@ def test_compiled_kernels_are_queued_on_the_stream(
     y = torch.randn(1000).to("openreg")
     stream = torch.openreg.current_stream()
     torch.openreg.synchronize()
-    torch.openreg._sleep(1000)  # a wide margin: the host may be descheduled under load
-    result = pointwise(x, y)
-    assert not stream.query()  # the host did not wait for the kernel (nor the sleep)
+    with held_default_stream():
+        result = pointwise(x, y)
+        assert not stream.query()  # the host did not wait for the kernel
     torch.testing.assert_close(result.cpu(), _pointwise(x.cpu(), y.cpu()))
     assert stream.query()
 
