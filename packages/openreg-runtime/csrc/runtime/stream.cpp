@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 
+#include "device_registry.h"
 #include "errors.h"
 #include "pending_release.h"
 
@@ -119,6 +120,9 @@ bool Stream::takeNext(Work& work) {
 void Stream::runOne(Work& work) {
   std::optional<std::string> failure;
   currentWorkFailure = &failure;
+  // Busy time for openreg-smi and utilization() (see device_registry.h).
+  DeviceActivity& activity = deviceActivity(device_);
+  activity.workStarted();
   try {
     work();
   } catch (const std::exception& error) {
@@ -126,6 +130,7 @@ void Stream::runOne(Work& work) {
   } catch (...) {
     failure = "unknown exception in work enqueued on an OpenReg stream";
   }
+  activity.workFinished();
   currentWorkFailure = nullptr;
   work = nullptr;  // release captured state before signalling completion
   {
