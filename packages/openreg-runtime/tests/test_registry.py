@@ -421,7 +421,7 @@ C_PROGRAM = textwrap.dedent(
       if (orGetProcessUsage(NULL, NULL) != orErrorInvalidValue) return 17;
       count = 1;
       if (orGetProcessUsage(NULL, &count) != orErrorInvalidValue) return 18;
-      printf("%d %d %d %zu %zu %u %s\n", entries[0].pid == (int)getpid(), entries[0].device,
+      printf("%d %d %d %zu %d %u %s\n", entries[0].pid == (int)getpid(), entries[0].device,
              entries[0].startTime > 0, entries[0].bytesInUse, entries[0].capacity == total,
              entries[0].utilization, strstr(orGetLastErrorMessage(), "entries") ? "ok" : "?");
       return 0;
