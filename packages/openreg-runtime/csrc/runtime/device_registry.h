@@ -10,9 +10,9 @@
 // to a process with another start time) and unlinks.
 //
 // The hot paths only store into this process's own mapping: a relaxed store
-// of bytes in use after an allocation or free, and at the start and end of
-// each piece of stream work a short critical section on a per-device mutex
-// (two clock reads, a seqlock write). Only the counters are stored: no
+// of bytes in use after an allocation or free, and when a stream goes from
+// idle to busy or back a short critical section on a per-device mutex (a
+// clock read, a seqlock write); work queued back to back costs nothing more. Only the counters are stored: no
 // addresses, no command lines, and only the owner can read them.
 #pragma once
 
@@ -64,9 +64,10 @@ constexpr uint32_t kRegistryVersion = 1;
 // The monotonic clock shared by all processes, in nanoseconds.
 uint64_t monotonicNanoseconds();
 
-// Busy-time bookkeeping of one device in this process. Streams of the device
-// call workStarted()/workFinished() around each piece of work; the device
-// counts as busy while any of them runs work (like nvidia-smi's "one or more
+// Busy-time bookkeeping of one device in this process. A stream's worker
+// calls workStarted() when it starts work after being idle and workFinished()
+// when it has run everything queued; the device counts as busy while any of
+// its streams is (like nvidia-smi's "one or more
 // kernels was executing"), so concurrent streams never exceed 100%.
 class DeviceActivity {
  public:

@@ -96,8 +96,19 @@ void Stream::startWorkerLocked() {
 
 void Stream::workerLoop() {
   workerOf = this;
+  // Busy time for openreg-smi and utilization() (device_registry.h), counted
+  // per busy period rather than per piece of work: back-to-back work costs one
+  // comparison, and only going busy or idle reads the clock.
+  DeviceActivity& activity = deviceActivity(device_);
+  bool busy = false;
   Work work;
-  while (takeNext(work)) runOne(work);
+  while (takeNext(work)) {
+    if (!busy) activity.workStarted();
+    runOne(work);
+    busy = !idle();
+    if (!busy) activity.workFinished();
+  }
+  if (busy) activity.workFinished();
 }
 
 bool Stream::takeNext(Work& work) {
@@ -120,9 +131,6 @@ bool Stream::takeNext(Work& work) {
 void Stream::runOne(Work& work) {
   std::optional<std::string> failure;
   currentWorkFailure = &failure;
-  // Busy time for openreg-smi and utilization() (see device_registry.h).
-  DeviceActivity& activity = deviceActivity(device_);
-  activity.workStarted();
   try {
     work();
   } catch (const std::exception& error) {
@@ -130,7 +138,6 @@ void Stream::runOne(Work& work) {
   } catch (...) {
     failure = "unknown exception in work enqueued on an OpenReg stream";
   }
-  activity.workFinished();
   currentWorkFailure = nullptr;
   work = nullptr;  // release captured state before signalling completion
   {
