@@ -51,7 +51,7 @@ def load_figures(results: dict[str, Any]) -> list[Figure]:
 
 
 def render(results: dict[str, Any], output: Path) -> list[Figure]:
-    """Writes the chart of ``results`` (a parsed results.json) to ``output``; returns what it drew."""
+    """Draws ``results`` (a parsed results.json) into ``output``; returns the figures drawn."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display needed
@@ -81,7 +81,11 @@ def render(results: dict[str, Any], output: Path) -> list[Figure]:
     started = results.get("started_at", "unknown time")
     axes.set_title(
         f"OpenReg benchmarks, {started}: {met} of {len(drawn)} targets met"
-        + (f" ({skipped} figures without a target or not measured are not drawn)" if skipped else ""),
+        + (
+            f" ({skipped} figures without a target or not measured are not drawn)"
+            if skipped
+            else ""
+        ),
         fontsize=9,
     )
     canvas.tight_layout()

@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import clean_environment
 
 import openreg_runtime as rt
-
-from conftest import clean_environment
 
 PAGE = os.sysconf("SC_PAGESIZE")
 

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
+from conftest import clean_environment
 
 import openreg_runtime
-
-from conftest import clean_environment
 
 MIB = 1024 * 1024
 LINE = re.compile(r"^process +(\d+) uses +(\d+\.\d{3}) MB GPU memory$")
@@ -73,8 +70,8 @@ def test_list_gpu_processes_shows_this_and_other_processes(registry, run_python)
     assert [int(LINE.match(line)[1]) for line in lines[1:]] == sorted(rows)
     # Device 0: only this process may have activated it, with no memory allocated.
     assert device0.splitlines()[0] == "GPU:0"
-    assert device0.splitlines()[1:] in (["no processes are running"],
-                                        [f"process {pid:>10d} uses {0:>12.3f} MB GPU memory"])  # fmt: skip
+    idle_line = f"process {pid:>10d} uses {0:>12.3f} MB GPU memory"
+    assert device0.splitlines()[1:] in (["no processes are running"], [idle_line])
 
 
 def test_list_gpu_processes_without_processes(registry):

@@ -20,12 +20,12 @@ from ._loader import get_include, get_library_dir, library_path, load_library
 load_library()
 
 from ._runtime import (  # noqa: E402  (the library must be loaded first)
+    UTILIZATION_WINDOW_MS,
     DeviceBuffer,
     Event,
     HostBuffer,
     MemcpyKind,
     MemoryType,
-    UTILIZATION_WINDOW_MS,
     PointerAttributes,
     ProcessUsage,
     Stream,
@@ -94,6 +94,7 @@ def utilization(device: int | None = None) -> int:
 
 
 __all__ = [
+    "UTILIZATION_WINDOW_MS",
     "DeviceBuffer",
     "DeviceMismatchError",
     "Event",
@@ -112,7 +113,6 @@ __all__ = [
     "NotReadyError",
     "OpenRegError",
     "OutOfMemoryError",
-    "UTILIZATION_WINDOW_MS",
     "PointerAttributes",
     "ProcessUsage",
     "Stream",
