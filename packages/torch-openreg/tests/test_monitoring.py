@@ -83,11 +83,18 @@ def test_utilization_follows_work_on_the_device(registry, run_python):
     window = openreg_runtime.UTILIZATION_WINDOW_MS / 1000
     result = run_python(
         f"""
-        import json, time, torch
-        torch.openreg._sleep(60_000, device=1)  # a kernel that waits a minute
+        import json, threading, time, torch, openreg_runtime
+        # A kernel that blocks device 1 until released (on a stream of the runtime
+        # torch uses: the process's device 1 is busy, as with any torch kernel).
+        running, release = threading.Event(), threading.Event()
+        stream = openreg_runtime.Stream(device=1)
+        stream.launch(lambda: (running.set(), release.wait(120)))
+        running.wait(60)
+        x = torch.ones(4, device="openreg:0")  # device 0: used, but idle
         time.sleep({window} * 1.3)  # (longer under load changes nothing)
         busy = [torch.openreg.utilization(1), torch.openreg.utilization("openreg:0")]
-        torch.openreg.synchronize(0)
+        release.set()
+        stream.synchronize()
         print(json.dumps(busy))
         """,
         timeout=120,
