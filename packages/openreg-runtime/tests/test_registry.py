@@ -456,3 +456,21 @@ def test_c_program_reads_the_registry(tmp_path, registry):
 
 def _page_round(size: int) -> int:
     return (size + PAGE - 1) // PAGE * PAGE
+
+
+def test_a_new_process_prunes_records_of_crashed_ones(children, registry, run_python):
+    child = children("0:4096")
+    (record,) = registry.iterdir()
+    start_time = int(record.name.split("-")[2])
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = _copy_record_as(record, int(gone.stdout), start_time)
+    # No reader runs: the next process that registers cleans up.
+    result = run_python(
+        "import openreg_runtime as rt; rt.malloc(4096); print('[]')",
+        env={"OPENREG_REGISTRY_DIR": str(registry)},
+    )
+    assert result.json() == []
+    assert not dead.exists()
+    assert [path.name for path in registry.iterdir()] == [record.name]
+    assert [u.pid for u in rt.process_usage()] == [child.pid]

@@ -108,6 +108,8 @@ bool processIsGone(int pid, uint64_t startTime) {
   return !current || *current != startTime;
 }
 
+void pruneStaleFiles(int directory);
+
 // ---- This process's record file -------------------------------------------
 
 struct OwnRecord {
@@ -164,6 +166,7 @@ void createOwnFile() {
     return;  // the runtime works without the registry; readers report the problem
   }
   if (directory < 0) return;
+  pruneStaleFiles(directory);
   const std::string temporary = fileName(kTemporaryPrefix, pid, *startTime);
   const std::string final = fileName(kFilePrefix, pid, *startTime);
   // Same pid and start time: an earlier program image of this very process (exec).
@@ -284,6 +287,26 @@ void readRecordFile(int directory, const std::string& name, uint64_t pidNamespac
     }
   }
   munmap(mapping, sizeof(RegistryFile));
+}
+
+// Removes the files of processes that are gone. Run by each new process, so
+// that records of crashed processes do not pile up in memory (/dev/shm)
+// when nobody reads the registry.
+void pruneStaleFiles(int directory) {
+  const int listingFd = dup(directory);
+  if (listingFd < 0) return;
+  DIR* listing = fdopendir(listingFd);
+  if (listing == nullptr) {
+    close(listingFd);
+    return;
+  }
+  const uint64_t pidNamespace = ownPidNamespace();
+  const uint64_t now = monotonicNanoseconds();
+  std::vector<ProcessUsage> ignored;
+  while (const dirent* entry = readdir(listing)) {
+    readRecordFile(directory, entry->d_name, pidNamespace, now, ignored);
+  }
+  closedir(listing);
 }
 
 }  // namespace
