@@ -343,7 +343,7 @@ def test_smi_without_processes(registry):
 
 
 def test_smi_loop_refreshes_until_interrupted(children, registry):
-    children("0:4096")
+    child = children("0:4096")
     process = subprocess.Popen(
         [sys.executable, "-m", "openreg_runtime.smi", "--json", "-l", "0.1"],
         env=clean_environment(OPENREG_REGISTRY_DIR=str(registry)),
@@ -352,13 +352,22 @@ def test_smi_loop_refreshes_until_interrupted(children, registry):
         text=True,
     )
     try:
-        documents = [json.loads(process.stdout.readline()) for _ in range(3)]
+        first = json.loads(process.stdout.readline())
+        child.exit()  # returns once the child has exited: later reports must not show it
+        # Reports made before that may still wait in the pipe (at most its 64 KiB).
+        later = []
+        while len(later) < 1000 and (not later or later[-1]["devices"][0]["processes"]):
+            later.append(json.loads(process.stdout.readline()))
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
-    assert all(d["devices"][0]["memory_used"] == 4096 for d in documents)
-    assert len({d["time"] for d in documents} | {"x"}) >= 2
+    assert [(p["pid"], p["memory_used"]) for p in first["devices"][0]["processes"]] == [
+        (child.pid, 4096)
+    ]
+    assert all(d["devices"][0] == first["devices"][0] for d in later[:-1])
+    assert later[-1]["devices"][0]["processes"] == []
+    assert later[-1]["devices"][0]["memory_used"] == 0
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "inf"])
