@@ -365,7 +365,8 @@ def test_smi_loop_refreshes_until_interrupted(children, registry):
     assert [(p["pid"], p["memory_used"]) for p in first["devices"][0]["processes"]] == [
         (child.pid, 4096)
     ]
-    assert all(d["devices"][0] == first["devices"][0] for d in later[:-1])
+    # (while exiting, the child may have freed its memory before removing its record)
+    assert all([p["pid"] for p in d["devices"][0]["processes"]] == [child.pid] for d in later[:-1])
     assert later[-1]["devices"][0]["processes"] == []
     assert later[-1]["devices"][0]["memory_used"] == 0
 
