@@ -206,14 +206,15 @@ BusySnapshot readBusy(const RegistryDeviceRecord& record) {
   // Seqlock: retry while a writer is inside; bounded, because a writer
   // stopped mid-write (SIGSTOP, SIGKILL) would otherwise hold us forever.
   for (int attempt = 0; attempt < kSeqlockAttempts; ++attempt) {
+    // Acquire loads of the fields keep the second sequence load after them
+    // (no standalone fences: ThreadSanitizer does not support them).
     const uint32_t before = record.sequence.load(std::memory_order_acquire);
-    snapshot.totalNs = record.busyTotalNs.load(std::memory_order_relaxed);
-    snapshot.sinceNs = record.busySinceNs.load(std::memory_order_relaxed);
+    snapshot.totalNs = record.busyTotalNs.load(std::memory_order_acquire);
+    snapshot.sinceNs = record.busySinceNs.load(std::memory_order_acquire);
     for (int i = 0; i < kBusySamples; ++i) {
-      snapshot.sampleTimeNs[i] = record.sampleTimeNs[i].load(std::memory_order_relaxed);
-      snapshot.sampleBusyNs[i] = record.sampleBusyNs[i].load(std::memory_order_relaxed);
+      snapshot.sampleTimeNs[i] = record.sampleTimeNs[i].load(std::memory_order_acquire);
+      snapshot.sampleBusyNs[i] = record.sampleBusyNs[i].load(std::memory_order_acquire);
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
     if ((before & 1) == 0 && record.sequence.load(std::memory_order_relaxed) == before) break;
   }
   return snapshot;
@@ -348,15 +349,16 @@ void DeviceActivity::workFinished() {
 void DeviceActivity::publishLocked(uint64_t now) {
   RegistryDeviceRecord& record = *record_;
   const uint32_t sequence = record.sequence.load(std::memory_order_relaxed);
+  // Seqlock write: the odd sequence, then release stores of the fields (a
+  // reader that sees a new field value also sees the odd sequence).
   record.sequence.store(sequence + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  record.busyTotalNs.store(busyTotalNs_, std::memory_order_relaxed);
-  record.busySinceNs.store(running_ > 0 ? busySinceNs_ : 0, std::memory_order_relaxed);
+  record.busyTotalNs.store(busyTotalNs_, std::memory_order_release);
+  record.busySinceNs.store(running_ > 0 ? busySinceNs_ : 0, std::memory_order_release);
   if (lastSampleNs_ == 0 || now - lastSampleNs_ >= kSampleSpacingNs) {
     const uint32_t head = (record.sampleHead.load(std::memory_order_relaxed) + 1) % kBusySamples;
-    record.sampleTimeNs[head].store(now, std::memory_order_relaxed);
+    record.sampleTimeNs[head].store(now, std::memory_order_release);
     record.sampleBusyNs[head].store(busyTotalNs_ + (running_ > 0 ? now - busySinceNs_ : 0),
-                                    std::memory_order_relaxed);
+                                    std::memory_order_release);
     record.sampleHead.store(head, std::memory_order_relaxed);
     lastSampleNs_ = now;
   }
