@@ -168,12 +168,13 @@ def binding(session: nox.Session) -> None:
 
     The torch.distributed tests (test_distributed*.py) run in the ``distributed`` session.
     """
-    install_built(session, "manual")
+    install_built(session, "manual", groups=("bench",))  # matplotlib: benchmarks/tests
     session.run(
         "pytest", "packages/torch-openreg/tests", "--ignore-glob=*/test_distributed*",
         *session.posargs,
     )  # fmt: skip
-    # The benchmark runner's own logic (pooling, load readings); it needs torch, not timing.
+    # The benchmark runner's own logic (pooling, load readings, the chart from a stored
+    # results file); it needs torch and matplotlib, not timing.
     session.run("pytest", "benchmarks/tests", *session.posargs)
 
 
@@ -221,26 +222,30 @@ def built_wheel(session: nox.Session, distribution: str) -> str:
     return str(found[0])
 
 
-def locked_requirements(session: nox.Session, shape: str) -> str:
+def locked_requirements(session: nox.Session, shape: str, groups: tuple[str, ...] = ()) -> str:
     """A requirements file pinning the third-party packages of ``shape`` to ``uv.lock``.
 
-    The test group (pytest, numpy) always; torch and its dependencies when the shape
-    installs the binding. Workspace packages are left out: they come from dist/.
+    The test group (pytest, numpy) and ``groups`` always; torch and its dependencies
+    when the shape installs the binding. Workspace packages are left out: they come
+    from dist/.
     """
-    path = Path(session.create_tmp()) / f"requirements-{shape}.txt"
+    path = Path(session.create_tmp()) / "-".join(("requirements", shape, *groups)) + ".txt"
     command = ["uv", "export", "--locked", "--no-hashes", "--no-header", "--no-emit-workspace"]
     if "torch-openreg" in SHAPES[shape]:
         command += ["--package", "torch-openreg", "--no-default-groups", "--group", "test"]
+        command += [option for group in groups for option in ("--group", group)]
     else:
         command += ["--only-group", "test"]
+        command += [option for group in groups for option in ("--only-group", group)]
     session.run_install(*command, "--output-file", str(path), silent=True)
     return str(path)
 
 
-def install_built(session: nox.Session, shape: str) -> None:
-    """Install the wheels of ``shape`` from dist/, third-party packages pinned to uv.lock."""
+def install_built(session: nox.Session, shape: str, groups: tuple[str, ...] = ()) -> None:
+    """Install the wheels of ``shape`` from dist/, third-party packages (the test group and
+    ``groups``) pinned to uv.lock."""
     wheels = [built_wheel(session, distribution) for distribution in SHAPES[shape]]
-    session.install("-r", locked_requirements(session, shape), *wheels)
+    session.install("-r", locked_requirements(session, shape, groups), *wheels)
 
 
 @nox.session(python=PYTHON, requires=["wheels"])
@@ -342,9 +347,10 @@ def sanitize(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks (not in the default run): benchmarks/run.py against the installed wheels.
 
-    Writes the table to the log and the raw numbers to benchmarks/results.json
+    Writes the table to the log, the raw numbers to benchmarks/results.json and a chart
+    of every figure against its target to benchmarks/results.png
     (``uv run nox -s bench -- --output FILE`` or ``-- --quick`` pass options through).
     """
-    install_built(session, "autoload")
+    install_built(session, "autoload", groups=("bench",))  # matplotlib: the chart
     output = ROOT / "benchmarks" / "results.json"
     session.run("python", "benchmarks/run.py", "--output", str(output), *session.posargs)

@@ -283,7 +283,20 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(payload, indent=1) + "\n")
     print(f"results written to {args.output}")
+    write_chart(payload, args.output.with_suffix(".png"))
     return 0
+
+
+def write_chart(payload: dict[str, Any], output: Path) -> None:
+    """The PNG of every figure against its target (benchmarks/chart.py), next to the JSON."""
+    from benchmarks import chart
+
+    try:
+        drawn = chart.render(payload, output)
+    except ValueError as error:  # e.g. only figures without targets were measured
+        print(f"no chart: {error}")
+        return
+    print(f"chart of {len(drawn)} figures written to {output}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "openreg.h"
 
@@ -674,6 +675,74 @@ void defineBuffers(py::module_& m) {
       .def("__repr__", &DeviceBuffer::repr);
 }
 
+struct ProcessUsage {
+  int pid;
+  int device;
+  unsigned long long startTime;
+  std::string name;
+  size_t bytesInUse;
+  size_t capacity;
+  unsigned utilization;
+};
+
+// Asks with a growing array until every entry fit (processes may register
+// between the two calls).
+std::vector<ProcessUsage> processUsage() {
+  std::vector<orProcessUsage> raw(16);
+  for (;;) {
+    unsigned count = static_cast<unsigned>(raw.size());
+    checkStatus(orGetProcessUsage(raw.data(), &count));
+    if (count <= raw.size()) {
+      raw.resize(count);
+      break;
+    }
+    raw.resize(count * 2);
+  }
+  std::vector<ProcessUsage> usage;
+  for (const orProcessUsage& entry : raw) {
+    usage.push_back(ProcessUsage{entry.pid, entry.device, entry.startTime,
+                                 std::string(entry.name, strnlen(entry.name, sizeof entry.name)),
+                                 entry.bytesInUse, entry.capacity, entry.utilization});
+  }
+  return usage;
+}
+
+void defineRegistry(py::module_& m) {
+  m.def(
+      "device_total_memory",
+      [](int device) {
+        size_t bytes = 0;
+        checkStatus(orDeviceTotalMem(&bytes, device));
+        return bytes;
+      },
+      py::arg("device"),
+      "Capacity of ``device`` in bytes, without activating it (``OPENREG_DEVICE_MEMORY``).");
+  py::class_<ProcessUsage>(m, "ProcessUsage",
+                           "One process's use of one device, from the process registry.")
+      .def_readonly("pid", &ProcessUsage::pid)
+      .def_readonly("device", &ProcessUsage::device)
+      .def_readonly("start_time", &ProcessUsage::startTime,
+                    "Start time of the process in clock ticks after boot (/proc/<pid>/stat).")
+      .def_readonly("name", &ProcessUsage::name, "Process name (/proc/<pid>/comm).")
+      .def_readonly("bytes_in_use", &ProcessUsage::bytesInUse,
+                    "Device memory the process has allocated (page multiples).")
+      .def_readonly("capacity", &ProcessUsage::capacity, "The device's capacity in that process.")
+      .def_readonly("utilization", &ProcessUsage::utilization,
+                    "Percent of the last second in which the process ran work on the device.")
+      .def("__repr__", [](const ProcessUsage& self) {
+        std::ostringstream text;
+        text << "ProcessUsage(pid=" << self.pid << ", device=" << self.device << ", name='"
+             << self.name << "', bytes_in_use=" << self.bytesInUse
+             << ", utilization=" << self.utilization << ")";
+        return text.str();
+      });
+  m.def("process_usage", &processUsage, py::call_guard<py::gil_scoped_release>(),
+        "Every live process of this user using a device, one entry per (process, device),\n"
+        "ordered by device then pid (the registry openreg-smi reads; never activates a\n"
+        "device). Raises NotPermittedError when the registry directory is not private.");
+  m.attr("UTILIZATION_WINDOW_MS") = OPENREG_UTILIZATION_WINDOW_MS;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_runtime, m) {
@@ -684,4 +753,5 @@ PYBIND11_MODULE(_runtime, m) {
   defineRawMemoryFunctions(m);
   defineStreamsAndEvents(m);
   defineBuffers(m);
+  defineRegistry(m);
 }

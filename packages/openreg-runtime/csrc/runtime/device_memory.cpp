@@ -72,6 +72,7 @@ void* DeviceMemory::allocate(size_t bytes) {
   if (freeLength > length) insertFreeRange(offset + length, freeLength - length);
   liveByOffset_.emplace(offset, length);
   bytesInUse_ += length;
+  publishLocked();
   return reinterpret_cast<void*>(deviceBase_ + offset);
 }
 
@@ -99,7 +100,20 @@ void DeviceMemory::reclaim(Range range) {
   returnPagesToSystem(range.offset, range.length);
   std::lock_guard<std::mutex> lock(mutex_);
   bytesInUse_ -= range.length;
+  publishLocked();
   insertFreeRange(range.offset, range.length);
+}
+
+void DeviceMemory::publishBytesInUseTo(std::atomic<uint64_t>* counter) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  publishedBytesInUse_ = counter;
+  publishLocked();
+}
+
+void DeviceMemory::publishLocked() {
+  if (publishedBytesInUse_ != nullptr) {
+    publishedBytesInUse_->store(bytesInUse_, std::memory_order_relaxed);
+  }
 }
 
 void DeviceMemory::returnPagesToSystem(size_t offset, size_t length) {

@@ -9,6 +9,7 @@
 // a hole in the file so the pages go back to the OS.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -76,12 +77,16 @@ class DeviceMemory {
   size_t capacity() const noexcept { return capacity_; }
   size_t bytesInUse() const;
   int device() const noexcept { return device_; }
+  // Keeps `counter` (the process registry's, see device_registry.h) equal to
+  // bytesInUse() from now on; nullptr stops publishing.
+  void publishBytesInUseTo(std::atomic<uint64_t>* counter);
 
  private:
   std::optional<Allocation> findLocked(uintptr_t address) const;
   void insertFreeRange(size_t offset, size_t length);
   void takeFreeRange(size_t offset, size_t length);
   void returnPagesToSystem(size_t offset, size_t length);
+  void publishLocked();
 
   const int device_;
   const size_t capacity_;
@@ -91,6 +96,7 @@ class DeviceMemory {
 
   mutable std::mutex mutex_;
   size_t bytesInUse_ = 0;
+  std::atomic<uint64_t>* publishedBytesInUse_ = nullptr;  // written under mutex_
   std::map<size_t, size_t> liveByOffset_;               // offset -> length
   std::map<size_t, size_t> freeByOffset_;               // offset -> length
   std::set<std::pair<size_t, size_t>> freeByLength_;    // (length, offset)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "device_registry.h"
 #include "fault_handler.h"
 
 namespace openreg::runtime {
@@ -18,7 +19,10 @@ void markChildAfterFork() { Runtime::instance().markForkedChild(); }
 Device::Device(int index, size_t capacity)
     : index_(index),
       memory_(index, capacity),
-      defaultStream_(std::make_shared<Stream>(index, 0, orStreamDefault, true)) {}
+      defaultStream_(std::make_shared<Stream>(index, 0, orStreamDefault, true)) {
+  // Published before the device is: no allocation or work can precede it.
+  memory_.publishBytesInUseTo(registerDevice(index, capacity));
+}
 
 void Device::trackStream(const std::shared_ptr<Stream>& stream) {
   std::lock_guard<std::mutex> lock(streamsMutex_);

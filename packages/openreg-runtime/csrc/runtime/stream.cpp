@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 
+#include "device_registry.h"
 #include "errors.h"
 #include "pending_release.h"
 
@@ -95,8 +96,19 @@ void Stream::startWorkerLocked() {
 
 void Stream::workerLoop() {
   workerOf = this;
+  // Busy time for openreg-smi and utilization() (device_registry.h), counted
+  // per busy period rather than per piece of work: back-to-back work costs one
+  // comparison, and only going busy or idle reads the clock.
+  DeviceActivity& activity = deviceActivity(device_);
+  bool busy = false;
   Work work;
-  while (takeNext(work)) runOne(work);
+  while (takeNext(work)) {
+    if (!busy) activity.workStarted();
+    runOne(work);
+    busy = !idle();
+    if (!busy) activity.workFinished();
+  }
+  if (busy) activity.workFinished();
 }
 
 bool Stream::takeNext(Work& work) {

@@ -20,15 +20,18 @@ from ._loader import get_include, get_library_dir, library_path, load_library
 load_library()
 
 from ._runtime import (  # noqa: E402  (the library must be loaded first)
+    UTILIZATION_WINDOW_MS,
     DeviceBuffer,
     Event,
     HostBuffer,
     MemcpyKind,
     MemoryType,
     PointerAttributes,
+    ProcessUsage,
     Stream,
     current_device,
     device_count,
+    device_total_memory,
     free,
     free_host,
     malloc,
@@ -38,6 +41,7 @@ from ._runtime import (  # noqa: E402  (the library must be loaded first)
     memcpy_async,
     memset,
     pointer_attributes,
+    process_usage,
     runtime_version,
     set_device,
     stream_priority_range,
@@ -73,7 +77,24 @@ def device(index: int) -> Iterator[None]:
         set_device(previous)
 
 
+def utilization(device: int | None = None) -> int:
+    """Percent of the last second in which work ran on ``device`` (default: the current one).
+
+    Summed over this user's processes using the device and capped at 100: simulated
+    devices of different processes run side by side on the host's cores. Reads the
+    process registry (``process_usage``); does not activate the device.
+    """
+    index = current_device() if device is None else device
+    if not 0 <= index < device_count():
+        raise InvalidDeviceError(
+            f"device index {index} is out of range: there are {device_count()} OpenReg devices; "
+            "set OPENREG_DEVICE_COUNT to change the count"
+        )
+    return min(100, sum(u.utilization for u in process_usage() if u.device == index))
+
+
 __all__ = [
+    "UTILIZATION_WINDOW_MS",
     "DeviceBuffer",
     "DeviceMismatchError",
     "Event",
@@ -93,10 +114,12 @@ __all__ = [
     "OpenRegError",
     "OutOfMemoryError",
     "PointerAttributes",
+    "ProcessUsage",
     "Stream",
     "current_device",
     "device",
     "device_count",
+    "device_total_memory",
     "free",
     "free_host",
     "get_include",
@@ -110,8 +133,10 @@ __all__ = [
     "memcpy_async",
     "memset",
     "pointer_attributes",
+    "process_usage",
     "runtime_version",
     "set_device",
     "stream_priority_range",
     "synchronize",
+    "utilization",
 ]

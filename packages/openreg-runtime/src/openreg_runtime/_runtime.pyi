@@ -9,15 +9,18 @@ import enum
 import typing
 
 __all__: list[str] = [
+    "UTILIZATION_WINDOW_MS",
     "DeviceBuffer",
     "Event",
     "HostBuffer",
     "MemcpyKind",
     "MemoryType",
     "PointerAttributes",
+    "ProcessUsage",
     "Stream",
     "current_device",
     "device_count",
+    "device_total_memory",
     "free",
     "free_host",
     "malloc",
@@ -27,6 +30,7 @@ __all__: list[str] = [
     "memcpy_async",
     "memset",
     "pointer_attributes",
+    "process_usage",
     "runtime_version",
     "set_device",
     "stream_priority_range",
@@ -86,6 +90,40 @@ class PointerAttributes:
     def type(self) -> MemoryType:
         """
         A ``MemoryType``.
+        """
+
+class ProcessUsage:
+    """
+    One process's use of one device, from the process registry.
+    """
+    @property
+    def bytes_in_use(self) -> int:
+        """
+        Device memory the process has allocated (page multiples).
+        """
+    @property
+    def capacity(self) -> int:
+        """
+        The device's capacity in that process.
+        """
+    @property
+    def device(self) -> int: ...
+    @property
+    def name(self) -> str:
+        """
+        Process name (/proc/<pid>/comm).
+        """
+    @property
+    def pid(self) -> int: ...
+    @property
+    def start_time(self) -> int:
+        """
+        Start time of the process in clock ticks after boot (/proc/<pid>/stat).
+        """
+    @property
+    def utilization(self) -> int:
+        """
+        Percent of the last second in which the process ran work on the device.
         """
 
 class Stream:
@@ -300,6 +338,11 @@ def device_count() -> int:
     Number of OpenReg devices (OPENREG_DEVICE_COUNT, default 2).
     """
 
+def device_total_memory(device: typing.SupportsInt | typing.SupportsIndex) -> int:
+    """
+    Capacity of ``device`` in bytes, without activating it (``OPENREG_DEVICE_MEMORY``).
+    """
+
 def free(ptr: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
     Free device memory from ``malloc``. Returns at once; the memory is reused only after
@@ -371,6 +414,13 @@ def pointer_attributes(ptr: typing.SupportsInt | typing.SupportsIndex) -> Pointe
     Classify any address: device, pinned host or ordinary (unregistered) memory.
     """
 
+def process_usage() -> list[ProcessUsage]:
+    """
+    Every live process of this user using a device, one entry per (process, device),
+    ordered by device then pid (the registry openreg-smi reads; never activates a
+    device). Raises NotPermittedError when the registry directory is not private.
+    """
+
 def runtime_version() -> int:
     """
     Runtime version as ``major * 1000 + minor * 10``.
@@ -393,3 +443,5 @@ def synchronize(device: typing.SupportsInt | typing.SupportsIndex | None = None)
     Raises LaunchFailureError if queued work failed, and NotPermittedError when called
     inside work running on a stream.
     """
+
+UTILIZATION_WINDOW_MS: int = 1000

@@ -34,6 +34,9 @@
  *                         orErrorLaunchFailure (a copy copies nothing; launched
  *                         work still runs, then is reported failed)
  *  All are read once, on the first call that needs the devices.
+ *  OPENREG_REGISTRY_DIR   directory of the process registry (see "Process
+ *                         registry" below; default /dev/shm/openreg-<uid>),
+ *                         read when a device is activated or listed.
  */
 #ifndef OPENREG_H_
 #define OPENREG_H_
@@ -232,6 +235,45 @@ OR_API orError_t orEventSynchronize(orEvent_t event);
 /* Milliseconds between two completed records of timing-enabled events. */
 OR_API orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end);
 OR_API orError_t orEventDestroy(orEvent_t event);
+
+/* Capacity of `device` in bytes (what orMemGetInfo reports as total), without
+ * activating it: for tools that must not become users of the device. */
+OR_API orError_t orDeviceTotalMem(size_t* bytes, int device);
+
+/* ---- Process registry (what openreg-smi shows) -------------------------- */
+/* A process that activates a device publishes, for each device it activated,
+ * its bytes in use and busy time in a per-user directory: by default
+ * /dev/shm/openreg-<uid> (mode 0700, files 0600), or OPENREG_REGISTRY_DIR.
+ * Only this user's processes are listed: other users can neither read nor
+ * write the directory. Stored are pid, start time, process name and the
+ * counters below; nothing else. Records of processes that ended, including
+ * killed ones, are removed by the next reader (a pid is matched with its
+ * start time, so a reused pid is not mistaken for the old process).
+ *
+ * utilization is the percentage of the last OPENREG_UTILIZATION_WINDOW_MS in
+ * which at least one stream of the device was running work in that process
+ * (the window is extended by up to an eighth: the busy time is sampled at
+ * the start and end of work, at most 8 times per window). */
+#define OPENREG_UTILIZATION_WINDOW_MS 1000
+#define OPENREG_PROCESS_NAME_SIZE 32
+
+typedef struct orProcessUsage {
+  int pid;
+  int device;
+  unsigned long long startTime; /* /proc/<pid>/stat field 22: clock ticks after boot */
+  char name[OPENREG_PROCESS_NAME_SIZE]; /* /proc/<pid>/comm, NUL-terminated */
+  size_t bytesInUse;            /* device memory allocated by the process (page multiples) */
+  size_t capacity;              /* the device's capacity in that process */
+  unsigned int utilization;     /* percent, 0..100 */
+} orProcessUsage;
+
+/* One entry per (live process, device it activated), ordered by device then
+ * pid. On input *count is the capacity of `entries` (which may be NULL when
+ * it is 0); on return it holds the number of entries there are, of which the
+ * first min(input, that number) were written: call again with a larger
+ * array when it grew. orErrorNotPermitted when the directory is not private
+ * to this user (the message names it and the fix). Never activates a device. */
+OR_API orError_t orGetProcessUsage(orProcessUsage* entries, unsigned int* count);
 
 /* ---- Version ------------------------------------------------------------ */
 OR_API orError_t orRuntimeGetVersion(int* version); /* major * 1000 + minor * 10 */

@@ -27,6 +27,7 @@ from .memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
+from .monitoring import list_gpu_processes, utilization
 from .random import (
     get_rng_state,
     get_rng_state_all,
@@ -237,6 +238,7 @@ __all__ = [
     "is_available",
     "is_bf16_supported",
     "is_initialized",
+    "list_gpu_processes",
     "manual_seed",
     "manual_seed_all",
     "max_memory_allocated",
@@ -256,4 +258,5 @@ __all__ = [
     "set_stream",
     "stream",
     "synchronize",
+    "utilization",
 ]

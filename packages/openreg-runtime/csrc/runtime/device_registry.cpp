@@ -1,0 +1,403 @@
+// device_registry.cpp — publishing this process's counters, listing everyone's.
+#include "device_registry.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "errors.h"
+
+namespace openreg::runtime {
+namespace {
+
+constexpr const char* kFilePrefix = "proc-";
+constexpr const char* kTemporaryPrefix = ".tmp-";
+constexpr uint64_t kSampleSpacingNs = kUtilizationWindowNs / 8;
+constexpr int kSeqlockAttempts = 1000;
+
+std::string registryDirectory() {
+  const char* configured = std::getenv("OPENREG_REGISTRY_DIR");
+  if (configured != nullptr && configured[0] != '\0') return configured;
+  return "/dev/shm/openreg-" + std::to_string(geteuid());
+}
+
+// Opens the registry directory, creating it (mode 0700) when `create`.
+// Returns -1 if it does not exist; throws orErrorNotPermitted if anyone but
+// this user could read or plant files in it (another user may have created
+// it first to watch ours), so its files are never trusted or written.
+int openDirectory(const std::string& path, bool create) {
+  if (path.empty() || path[0] != '/') {
+    fail(orErrorNotPermitted, "OPENREG_REGISTRY_DIR='", path,
+         "' is invalid: give an absolute directory path (default /dev/shm/openreg-<uid>)");
+  }
+  if (create && mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    fail(orErrorNotPermitted, "cannot create the OpenReg registry directory ", path, ": ",
+         std::strerror(errno));
+  }
+  const int directory = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (directory < 0) {
+    if (errno == ENOENT) return -1;
+    fail(orErrorNotPermitted, "cannot open the OpenReg registry directory ", path, ": ",
+         std::strerror(errno), " (it must be a directory, not a symbolic link)");
+  }
+  struct stat status {};
+  if (fstat(directory, &status) != 0 || status.st_uid != geteuid() ||
+      (status.st_mode & 077) != 0) {
+    close(directory);
+    fail(orErrorNotPermitted, "the OpenReg registry directory ", path,
+         " must belong to this user (uid ", geteuid(),
+         ") with no access for group or others (mode 0700); it has uid ", status.st_uid,
+         " and mode 0", std::oct, (status.st_mode & 0777),
+         ": remove it, or set OPENREG_REGISTRY_DIR to a private directory");
+  }
+  return directory;
+}
+
+// Field 22 of /proc/<pid>/stat: the process's start time, in clock ticks
+// after boot. A pid reused by a newer process has a later start time.
+std::optional<uint64_t> processStartTime(int pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const size_t commEnd = text.rfind(')');  // the name may contain spaces and parentheses
+  if (commEnd == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(commEnd + 1));
+  std::string field;
+  for (int index = 3; index <= 22; ++index) {  // fields after the name start at 3
+    if (!(fields >> field)) return std::nullopt;
+  }
+  return std::strtoull(field.c_str(), nullptr, 10);
+}
+
+uint64_t ownPidNamespace() {
+  struct stat status {};
+  return stat("/proc/self/ns/pid", &status) == 0 ? static_cast<uint64_t>(status.st_ino) : 0;
+}
+
+std::string fileName(const char* prefix, int pid, uint64_t startTime) {
+  return prefix + std::to_string(pid) + "-" + std::to_string(startTime);
+}
+
+// Parses "<prefix><pid>-<start time>".
+bool parseFileName(const std::string& name, const char* prefix, int& pid, uint64_t& startTime) {
+  const size_t prefixLength = std::strlen(prefix);
+  if (name.compare(0, prefixLength, prefix) != 0) return false;
+  char* end = nullptr;
+  const long parsedPid = std::strtol(name.c_str() + prefixLength, &end, 10);
+  if (end == nullptr || *end != '-' || parsedPid <= 0) return false;
+  char* startEnd = nullptr;
+  startTime = std::strtoull(end + 1, &startEnd, 10);
+  if (startEnd == end + 1 || *startEnd != '\0') return false;
+  pid = static_cast<int>(parsedPid);
+  return true;
+}
+
+bool processIsGone(int pid, uint64_t startTime) {
+  const std::optional<uint64_t> current = processStartTime(pid);
+  return !current || *current != startTime;
+}
+
+void pruneStaleFiles(int directory);
+
+// ---- This process's record file -------------------------------------------
+
+struct OwnRecord {
+  RegistryFile* file = nullptr;
+  std::string path;
+  pid_t owner = 0;
+};
+
+OwnRecord& ownRecord() {
+  static OwnRecord* record = new OwnRecord();  // never destroyed: workers run during exit
+  return *record;
+}
+
+void removeOwnFileAtExit() {
+  const OwnRecord& record = ownRecord();
+  // A forked child inherits the handler but must not remove its parent's file.
+  if (record.file != nullptr && getpid() == record.owner) unlink(record.path.c_str());
+}
+
+std::string ownProcessName() {
+  std::ifstream file("/proc/self/comm");
+  std::string name;
+  std::getline(file, name);
+  return name;
+}
+
+RegistryFile* mapNewFile(int directory, const std::string& temporary) {
+  const int fd = openat(directory, temporary.c_str(),
+                        O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return nullptr;
+  void* mapping = MAP_FAILED;
+  if (ftruncate(fd, sizeof(RegistryFile)) == 0) {
+    mapping = mmap(nullptr, sizeof(RegistryFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  close(fd);
+  if (mapping == MAP_FAILED) {
+    unlinkat(directory, temporary.c_str(), 0);
+    return nullptr;
+  }
+  return static_cast<RegistryFile*>(mapping);  // zero-filled: every counter starts at 0
+}
+
+// Creates the file under a temporary name and renames it when complete, so
+// readers never see a half-written header. Leaves record.file null on failure.
+void createOwnFile() {
+  OwnRecord& record = ownRecord();
+  const int pid = static_cast<int>(getpid());
+  const std::optional<uint64_t> startTime = processStartTime(pid);
+  if (!startTime) return;
+  int directory = -1;
+  try {
+    directory = openDirectory(registryDirectory(), true);
+  } catch (const ApiError&) {
+    return;  // the runtime works without the registry; readers report the problem
+  }
+  if (directory < 0) return;
+  pruneStaleFiles(directory);
+  const std::string temporary = fileName(kTemporaryPrefix, pid, *startTime);
+  const std::string final = fileName(kFilePrefix, pid, *startTime);
+  // Same pid and start time: an earlier program image of this very process (exec).
+  unlinkat(directory, temporary.c_str(), 0);
+  RegistryFile* file = mapNewFile(directory, temporary);
+  if (file != nullptr) {
+    file->pid = static_cast<uint32_t>(pid);
+    file->startTime = *startTime;
+    file->pidNamespace = ownPidNamespace();
+    std::strncpy(file->name, ownProcessName().c_str(), sizeof(file->name) - 1);
+    file->version = kRegistryVersion;
+    file->magic = kRegistryMagic;
+    if (renameat(directory, temporary.c_str(), directory, final.c_str()) == 0) {
+      record.file = file;
+      record.path = registryDirectory() + "/" + final;
+      record.owner = getpid();
+      std::atexit(removeOwnFileAtExit);
+    } else {
+      munmap(file, sizeof(RegistryFile));
+      unlinkat(directory, temporary.c_str(), 0);
+    }
+  }
+  close(directory);
+}
+
+// ---- Reading other processes' files ----------------------------------------
+
+struct BusySnapshot {
+  uint64_t totalNs = 0;
+  uint64_t sinceNs = 0;
+  std::array<uint64_t, kBusySamples> sampleTimeNs{};
+  std::array<uint64_t, kBusySamples> sampleBusyNs{};
+};
+
+BusySnapshot readBusy(const RegistryDeviceRecord& record) {
+  BusySnapshot snapshot;
+  // Seqlock: retry while a writer is inside; bounded, because a writer
+  // stopped mid-write (SIGSTOP, SIGKILL) would otherwise hold us forever.
+  for (int attempt = 0; attempt < kSeqlockAttempts; ++attempt) {
+    // Acquire loads of the fields keep the second sequence load after them
+    // (no standalone fences: ThreadSanitizer does not support them).
+    const uint32_t before = record.sequence.load(std::memory_order_acquire);
+    snapshot.totalNs = record.busyTotalNs.load(std::memory_order_acquire);
+    snapshot.sinceNs = record.busySinceNs.load(std::memory_order_acquire);
+    for (int i = 0; i < kBusySamples; ++i) {
+      snapshot.sampleTimeNs[i] = record.sampleTimeNs[i].load(std::memory_order_acquire);
+      snapshot.sampleBusyNs[i] = record.sampleBusyNs[i].load(std::memory_order_acquire);
+    }
+    if ((before & 1) == 0 && record.sequence.load(std::memory_order_relaxed) == before) break;
+  }
+  return snapshot;
+}
+
+unsigned utilizationOf(const BusySnapshot& busy, uint64_t now) {
+  // The base is the newest sample at least one window old (so the average
+  // spans the window, plus at most one sample spacing of work boundaries),
+  // or the oldest sample when the device is younger than the window.
+  int base = -1;
+  for (int i = 0; i < kBusySamples; ++i) {
+    const uint64_t time = busy.sampleTimeNs[i];
+    if (time == 0 || time > now) continue;
+    const bool old = now - time >= kUtilizationWindowNs;
+    if (base < 0) {
+      base = i;
+      continue;
+    }
+    const uint64_t baseTime = busy.sampleTimeNs[base];
+    const bool baseOld = now - baseTime >= kUtilizationWindowNs;
+    if ((old && (!baseOld || time > baseTime)) || (!old && !baseOld && time < baseTime)) base = i;
+  }
+  if (base < 0 || busy.sampleTimeNs[base] >= now) return 0;
+  const uint64_t busyNow =
+      busy.totalNs + (busy.sinceNs != 0 && busy.sinceNs <= now ? now - busy.sinceNs : 0);
+  const uint64_t busyInterval =
+      busyNow > busy.sampleBusyNs[base] ? busyNow - busy.sampleBusyNs[base] : 0;
+  const uint64_t interval = now - busy.sampleTimeNs[base];
+  const uint64_t percent = (busyInterval * 100 + interval / 2) / interval;
+  return static_cast<unsigned>(std::min<uint64_t>(percent, 100));
+}
+
+// Appends the entries of one record file, or removes it when its process is gone.
+void readRecordFile(int directory, const std::string& name, uint64_t pidNamespace, uint64_t now,
+                    std::vector<ProcessUsage>& usage) {
+  int pid = 0;
+  uint64_t startTime = 0;
+  if (parseFileName(name, kTemporaryPrefix, pid, startTime)) {
+    if (processIsGone(pid, startTime)) unlinkat(directory, name.c_str(), 0);  // crashed at birth
+    return;
+  }
+  if (!parseFileName(name, kFilePrefix, pid, startTime)) return;
+  const int fd = openat(directory, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;  // removed meanwhile
+  struct stat status {};
+  void* mapping = MAP_FAILED;
+  if (fstat(fd, &status) == 0 && status.st_uid == geteuid() && S_ISREG(status.st_mode) &&
+      static_cast<size_t>(status.st_size) >= sizeof(RegistryFile)) {
+    mapping = mmap(nullptr, sizeof(RegistryFile), PROT_READ, MAP_SHARED, fd, 0);
+  }
+  close(fd);
+  if (mapping == MAP_FAILED) return;
+  const auto* file = static_cast<const RegistryFile*>(mapping);
+  const bool wellFormed = file->magic == kRegistryMagic && file->version == kRegistryVersion &&
+                          static_cast<int>(file->pid) == pid && file->startTime == startTime;
+  // A pid is only meaningful in the pid namespace that wrote it: records of
+  // other namespaces (containers sharing /dev/shm) are neither shown nor pruned.
+  if (wellFormed && file->pidNamespace == pidNamespace) {
+    if (processIsGone(pid, startTime)) {
+      unlinkat(directory, name.c_str(), 0);
+    } else {
+      std::string processName(file->name, strnlen(file->name, sizeof(file->name)));
+      for (int device = 0; device < OPENREG_MAX_DEVICES; ++device) {
+        const RegistryDeviceRecord& record = file->devices[device];
+        if (record.active.load(std::memory_order_acquire) == 0) continue;
+        usage.push_back(ProcessUsage{pid, device, startTime, processName,
+                                     record.bytesInUse.load(std::memory_order_relaxed),
+                                     record.capacity.load(std::memory_order_relaxed),
+                                     utilizationOf(readBusy(record), now)});
+      }
+    }
+  }
+  munmap(mapping, sizeof(RegistryFile));
+}
+
+// Removes the files of processes that are gone. Run by each new process, so
+// that records of crashed processes do not pile up in memory (/dev/shm)
+// when nobody reads the registry.
+void pruneStaleFiles(int directory) {
+  const int listingFd = dup(directory);
+  if (listingFd < 0) return;
+  DIR* listing = fdopendir(listingFd);
+  if (listing == nullptr) {
+    close(listingFd);
+    return;
+  }
+  const uint64_t pidNamespace = ownPidNamespace();
+  const uint64_t now = monotonicNanoseconds();
+  std::vector<ProcessUsage> ignored;
+  while (const dirent* entry = readdir(listing)) {
+    readRecordFile(directory, entry->d_name, pidNamespace, now, ignored);
+  }
+  closedir(listing);
+}
+
+}  // namespace
+
+uint64_t monotonicNanoseconds() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+DeviceActivity& deviceActivity(int device) {
+  static std::array<DeviceActivity, OPENREG_MAX_DEVICES>* activities =
+      new std::array<DeviceActivity, OPENREG_MAX_DEVICES>();  // never destroyed, as above
+  return (*activities)[device];
+}
+
+void DeviceActivity::attach(RegistryDeviceRecord* record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  record_ = record;
+  if (record_ != nullptr) publishLocked(monotonicNanoseconds());
+}
+
+void DeviceActivity::workStarted() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (record_ == nullptr) return;
+  const uint64_t now = monotonicNanoseconds();
+  if (running_++ == 0) busySinceNs_ = now;
+  publishLocked(now);
+}
+
+void DeviceActivity::workFinished() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (record_ == nullptr || running_ == 0) return;
+  const uint64_t now = monotonicNanoseconds();
+  if (--running_ == 0) busyTotalNs_ += now - busySinceNs_;
+  publishLocked(now);
+}
+
+void DeviceActivity::publishLocked(uint64_t now) {
+  RegistryDeviceRecord& record = *record_;
+  const uint32_t sequence = record.sequence.load(std::memory_order_relaxed);
+  // Seqlock write: the odd sequence, then release stores of the fields (a
+  // reader that sees a new field value also sees the odd sequence).
+  record.sequence.store(sequence + 1, std::memory_order_relaxed);
+  record.busyTotalNs.store(busyTotalNs_, std::memory_order_release);
+  record.busySinceNs.store(running_ > 0 ? busySinceNs_ : 0, std::memory_order_release);
+  if (lastSampleNs_ == 0 || now - lastSampleNs_ >= kSampleSpacingNs) {
+    const uint32_t head = (record.sampleHead.load(std::memory_order_relaxed) + 1) % kBusySamples;
+    record.sampleTimeNs[head].store(now, std::memory_order_release);
+    record.sampleBusyNs[head].store(busyTotalNs_ + (running_ > 0 ? now - busySinceNs_ : 0),
+                                    std::memory_order_release);
+    record.sampleHead.store(head, std::memory_order_relaxed);
+    lastSampleNs_ = now;
+  }
+  record.sequence.store(sequence + 2, std::memory_order_release);
+}
+
+std::atomic<uint64_t>* registerDevice(int device, size_t capacity) {
+  static std::once_flag created;
+  std::call_once(created, createOwnFile);
+  RegistryFile* file = ownRecord().file;
+  if (file == nullptr) return nullptr;
+  RegistryDeviceRecord& record = file->devices[device];
+  record.capacity.store(capacity, std::memory_order_relaxed);
+  record.active.store(1, std::memory_order_release);
+  deviceActivity(device).attach(&record);
+  return &record.bytesInUse;
+}
+
+std::vector<ProcessUsage> listProcessUsage() {
+  std::vector<ProcessUsage> usage;
+  const std::string path = registryDirectory();
+  const int directory = openDirectory(path, false);
+  if (directory < 0) return usage;  // nobody has registered yet
+  DIR* listing = fdopendir(directory);
+  if (listing == nullptr) {
+    close(directory);
+    fail(orErrorNotPermitted, "cannot list the OpenReg registry directory ", path, ": ",
+         std::strerror(errno));
+  }
+  const uint64_t pidNamespace = ownPidNamespace();
+  const uint64_t now = monotonicNanoseconds();
+  while (const dirent* entry = readdir(listing)) {
+    readRecordFile(dirfd(listing), entry->d_name, pidNamespace, now, usage);
+  }
+  closedir(listing);
+  std::sort(usage.begin(), usage.end(), [](const ProcessUsage& a, const ProcessUsage& b) {
+    return a.device != b.device ? a.device < b.device : a.pid < b.pid;
+  });
+  return usage;
+}
+
+}  // namespace openreg::runtime
