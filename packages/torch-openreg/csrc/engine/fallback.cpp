@@ -28,6 +28,7 @@
 
 #include "base/device.h"
 #include "base/environment.h"
+#include "base/sync_debug.h"
 #include "integration/device_allocator.h"
 #include "engine/fallback_arguments.h"
 #include "engine/kernel_allocator.h"
@@ -270,6 +271,23 @@ std::vector<c10::IValue> runFirstCall(const c10::OperatorHandle& op, const Argum
   return results;
 }
 
+// ---- Sync debug mode -----------------------------------------------------------
+
+// Operators whose results need the device's data on the host — a value
+// (.item(), equal) or a size (nonzero, masked_select, unique): ATen tags them,
+// and they synchronize on CUDA too. Other synchronous plans (views, operators
+// without a meta kernel, first calls) are this backend's choice, not a
+// synchronization the program asked for.
+bool resultNeedsDeviceData(const c10::OperatorHandle& op) {
+  return op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output);
+}
+
+void checkDataDependentCall(const c10::OperatorHandle& op) {
+  if (syncDebugMode() == SyncDebugMode::Default || !resultNeedsDeviceData(op)) return;
+  const std::string what = op.schema().operator_name().name + " (its result depends on tensor data)";
+  checkSynchronization(what.c_str());
+}
+
 // ---- Dispatch ----------------------------------------------------------------
 
 void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -281,6 +299,7 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (ticket.firstCall()) {
     results = runFirstCall(op, arguments, launch, ticket);
   } else if (ticket.plan->synchronous) {
+    checkDataDependentCall(op);
     results = runSynchronously(op, arguments, launch);
   } else {
     results = launchPlanned(op, arguments, launch, ticket.plan);
@@ -313,6 +332,9 @@ void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/
     const size_t argumentCount = op.schema().arguments().size();
     findDevice(op, c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - argumentCount,
                                               argumentCount));
+    checkDataDependentCall(op);
+    // Its copies through the host are how this mode runs every operator.
+    SyncDebugPause copiesAreInternal;
     at::native::cpu_fallback(op, stack);
     return;
   }

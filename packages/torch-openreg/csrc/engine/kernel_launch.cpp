@@ -17,6 +17,7 @@
 #include "engine/kernel_allocator.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
+#include "memory/block_pool.h"
 
 namespace torch_openreg {
 namespace {
@@ -180,7 +181,11 @@ void runOnDevice(const LaunchContext& context, const std::function<void()>& body
   const bool inferenceMode = c10::InferenceMode::is_enabled();
   std::exception_ptr failure;
   WorkerWarnings warnings(true);
+  // The caller's use_mem_pool routes: what the kernel allocates becomes the
+  // caller's results, so it comes from the pool the caller allocates from.
+  PoolRoutes routes = currentPoolRoutes();
   auto work = [&] {
+    PoolRoutesScope callerRoutes(std::move(routes));
     KernelScope scope(stream, inferenceMode, &warnings);
     try {
       body();

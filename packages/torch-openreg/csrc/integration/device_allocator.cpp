@@ -73,10 +73,43 @@ void DeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) 
   OPENREG_CHECK(orMemcpy(dest, src, count, orMemcpyDeviceToDevice));
 }
 
-void DeviceAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
+void DeviceAllocator::emptyCache(c10::MempoolId_t mempool_id) {
   for (c10::DeviceIndex device = 0; device < deviceCount(); ++device) {
-    if (deviceUsed(device)) blockPool(device).emptyCache();
+    if (deviceUsed(device)) blockPool(device).emptyCache(mempool_id);
   }
+}
+
+void* DeviceAllocator::rawAllocate(c10::DeviceIndex device, size_t nbytes, orStream_t stream) {
+  if (nbytes == 0) return nullptr;
+  Block* block = blockPool(checkedDevice(device)).allocate(nbytes, stream);
+  std::lock_guard<std::mutex> lock(rawMutex_);
+  rawAllocations_.emplace(block->pointer, block);
+  return block->pointer;
+}
+
+void DeviceAllocator::rawDelete(void* devicePointer) {
+  if (devicePointer == nullptr) return;
+  Block* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(rawMutex_);
+    auto found = rawAllocations_.find(devicePointer);
+    TORCH_CHECK(found != rawAllocations_.end(), "caching_allocator_delete: ", devicePointer,
+                " is not memory from torch.openreg.caching_allocator_alloc that is still allocated "
+                "(it was freed already, or belongs to a tensor, which frees its own memory)");
+    block = found->second;
+    rawAllocations_.erase(found);
+  }
+  freeBlock(block);
+}
+
+void DeviceAllocator::setMemoryFraction(c10::DeviceIndex device, double fraction) {
+  TORCH_CHECK(fraction >= 0.0 && fraction <= 1.0, "invalid memory fraction ", fraction,
+              ": it must be within [0, 1] (a share of the device's capacity)");
+  blockPool(checkedDevice(device)).setMemoryFraction(fraction);
+}
+
+double DeviceAllocator::memoryFraction(c10::DeviceIndex device) {
+  return blockPool(checkedDevice(device)).memoryFraction();
 }
 
 void DeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
@@ -113,6 +146,38 @@ std::pair<size_t, size_t> DeviceAllocator::getMemoryInfo(c10::DeviceIndex device
   size_t free = 0, total = 0;
   OPENREG_CHECK(orMemGetInfo(&free, &total));
   return {free, total};
+}
+
+namespace {
+std::atomic<uint64_t> nextPoolId{1};
+}  // namespace
+
+MemPool::MemPool(PoolOptions options)
+    : id_{0, nextPoolId.fetch_add(1)}, device_(currentDevice()), options_(options) {
+  blockPool(device_).retainPool(id_, options_);
+}
+
+MemPool::~MemPool() {
+  blockPool(device_).releasePool(id_);
+  // Its unused memory goes back now, in stream order (a destructor must not
+  // wait for the device: that would take a failure of queued work away from
+  // the next synchronizing call). Memory still allocated from it returns with
+  // the next empty_cache() once freed, as with CUDA.
+  for (c10::DeviceIndex device = 0; device < deviceCount(); ++device) {
+    if (device == device_ || deviceUsed(device)) blockPool(device).returnPoolMemory(id_);
+  }
+}
+
+int MemPool::useCount() const { return blockPool(device_).poolUseCount(id_); }
+
+void MemPool::beginAllocating(c10::DeviceIndex device) const {
+  blockPool(checkedDevice(device)).retainPool(id_, options_);
+  beginAllocateToPool(device, id_);
+}
+
+void MemPool::endAllocating(c10::DeviceIndex device) const {
+  endAllocateToPool(device, id_);
+  blockPool(checkedDevice(device)).releasePool(id_);
 }
 
 DeviceAllocator& deviceAllocator() {

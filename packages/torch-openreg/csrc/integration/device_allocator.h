@@ -3,7 +3,9 @@
 // Registered for DeviceType::PrivateUse1, so at::empty(device="openreg"),
 // torch.accelerator.memory_* and the stats in torch.openreg all use it.
 // Memory comes from a caching pool per device (block_pool.h); a DataPtr's
-// context is its Block.
+// context is its Block. Also the allocator controls of torch.cuda that have
+// no c10 interface: raw allocations (caching_allocator_alloc), the memory
+// fraction and memory pools (MemPool).
 #pragma once
 
 #include <openreg.h>
@@ -11,6 +13,10 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstddef>
+#include <mutex>
+#include <unordered_map>
+
+#include "memory/block_pool.h"
 
 namespace torch_openreg {
 
@@ -37,8 +43,42 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   c10::DataPtr ownerOf(void* devicePointer);
   // Frees the live allocation starting at `devicePointer`.
   void freeByPointer(void* devicePointer);
+
+  // Memory owned by the caller until rawDelete (torch.openreg.caching_allocator_alloc),
+  // allocated for `stream` of `device`.
+  void* rawAllocate(c10::DeviceIndex device, size_t nbytes, orStream_t stream);
+  void rawDelete(void* devicePointer);
+
+  void setMemoryFraction(c10::DeviceIndex device, double fraction);
+  double memoryFraction(c10::DeviceIndex device);
+
+ private:
+  std::mutex rawMutex_;
+  std::unordered_map<void*, Block*> rawAllocations_;
 };
 
 DeviceAllocator& deviceAllocator();
+
+// A private memory pool (torch.openreg.MemPool): created on the current
+// device, released (its unused memory returned) when destroyed.
+class MemPool {
+ public:
+  explicit MemPool(PoolOptions options);
+  ~MemPool();
+  MemPool(const MemPool&) = delete;
+  MemPool& operator=(const MemPool&) = delete;
+
+  PoolId id() const { return id_; }
+  c10::DeviceIndex device() const { return device_; }
+  int useCount() const;
+  // use_mem_pool: this thread's allocations on `device` come from the pool.
+  void beginAllocating(c10::DeviceIndex device) const;
+  void endAllocating(c10::DeviceIndex device) const;
+
+ private:
+  PoolId id_;
+  c10::DeviceIndex device_;
+  PoolOptions options_;
+};
 
 }  // namespace torch_openreg

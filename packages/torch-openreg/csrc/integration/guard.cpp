@@ -37,8 +37,22 @@ c10::DeviceIndex GuardImpl::deviceCount() const noexcept { return torch_openreg:
 c10::DeviceCapability GuardImpl::getDeviceCapability(c10::Device device) const {
   checkType(device);
   resolveDevice(device.index());
-  // Kernels are the CPU's, so every dtype the CPU supports is supported.
-  return c10::DeviceCapability();
+  // The dtypes whose tensors can be allocated and converted to and from each
+  // other (the contract of torch.accelerator.get_device_capability). Kernels
+  // are the CPU's, so these are the dtypes the CPU converts; not the
+  // quantized types (no openreg tensors), nor the bit and sub-byte types and
+  // float4_e2m1fn_x2, which even the CPU cannot convert.
+  c10::DeviceCapability capability;
+  capability.capability_data.capability_bits = 0;
+  for (const c10::ScalarType type :
+       {c10::kByte, c10::kChar, c10::kShort, c10::kInt, c10::kLong, c10::kUInt16, c10::kUInt32,
+        c10::kUInt64, c10::kBool, c10::kHalf, c10::kFloat, c10::kDouble, c10::kBFloat16,
+        c10::kComplexHalf, c10::kComplexFloat, c10::kComplexDouble, c10::kBComplex32,
+        c10::kFloat8_e5m2, c10::kFloat8_e4m3fn, c10::kFloat8_e5m2fnuz, c10::kFloat8_e4m3fnuz,
+        c10::kFloat8_e8m0fnu}) {
+    capability.capability_data.capability_bits |= uint64_t{1} << static_cast<int>(type);
+  }
+  return capability;
 }
 
 c10::Stream GuardImpl::getStream(c10::Device device) const { return currentStream(device.index()); }

@@ -3,9 +3,14 @@
 // Sizes round up to a power of two (at least one page) and freed blocks wait
 // in a free list per size for the next request, as in CUDA's host caching
 // allocator: pinned allocations are expensive and pinned buffers are usually
-// reused with the same sizes. empty_cache() returns the free ones.
+// reused with the same sizes. empty_cache() returns the free ones. Statistics
+// are at::HostStats, as torch.cuda.host_memory_stats reports them: blocks and
+// bytes owned (allocations) and handed out (active), runtime calls and the
+// time they took.
 #include "integration/host_allocator.h"
 
+#include <array>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -23,6 +28,15 @@ struct PinnedBlock {
   size_t size;       // rounded size of the runtime allocation
   size_t requested;  // bytes asked for by the current user
 };
+
+// Microseconds `call` takes (what HostStats' duration statistics count).
+template <typename Call>
+int64_t timedMicroseconds(Call&& call) {
+  const auto start = std::chrono::steady_clock::now();
+  call();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  return std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count();
+}
 
 size_t roundToPowerOfTwo(size_t bytes) {
   size_t size = kMinimumBlock;
@@ -62,7 +76,7 @@ class HostCache {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [size, blocks] : freeBySize_) {
       for (PinnedBlock* block : blocks) {
-        succeeded(orFreeHost(block->pointer));
+        stats_.host_free_time.increase(timedMicroseconds([&] { succeeded(orFreeHost(block->pointer)); }));
         stats_.allocations.decrease(1);
         stats_.allocated_bytes.decrease(block->size);
         ++stats_.num_host_free;
@@ -77,26 +91,34 @@ class HostCache {
     return stats_;
   }
 
-  template <typename Visit>
-  void forEachStat(Visit&& visit) {
+  // Totals (allocated/freed, call counts and times) start again from zero.
+  void resetAccumulated() {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto* stat : {&stats_.active_requests, &stats_.allocations, &stats_.active_bytes,
-                       &stats_.allocated_bytes}) {
-      visit(*stat);
-    }
-  }
-
-  void resetCounters() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto* stat : counts()) stat->reset_accumulated();
+    for (auto* duration : {&stats_.host_alloc_time, &stats_.host_free_time}) duration->reset_accumulated();
     stats_.num_host_alloc = 0;
     stats_.num_host_free = 0;
   }
 
+  // Peaks become the current values; the slowest/fastest call is forgotten.
+  void resetPeaks() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto* stat : counts()) stat->reset_peak();
+    for (auto* duration : {&stats_.host_alloc_time, &stats_.host_free_time}) duration->reset_peak();
+  }
+
  private:
+  std::array<c10::CachingAllocator::Stat*, 4> counts() {
+    return {&stats_.active_requests, &stats_.allocations, &stats_.active_bytes, &stats_.allocated_bytes};
+  }
+
   PinnedBlock* allocateNew(size_t size) {
     void* pointer = nullptr;
-    OPENREG_CHECK(orMallocHost(&pointer, size));
+    orError_t status = orSuccess;
+    const int64_t microseconds = timedMicroseconds([&] { status = orMallocHost(&pointer, size); });
+    OPENREG_CHECK(status);
     std::lock_guard<std::mutex> lock(mutex_);
+    stats_.host_alloc_time.increase(microseconds);
     stats_.allocations.increase(1);
     stats_.allocated_bytes.increase(size);
     ++stats_.num_host_alloc;
@@ -140,14 +162,9 @@ void HostAllocator::empty_cache() { cache().empty(); }
 
 at::HostStats HostAllocator::get_stats() { return cache().stats(); }
 
-void HostAllocator::reset_accumulated_stats() {
-  cache().forEachStat([](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
-  cache().resetCounters();
-}
+void HostAllocator::reset_accumulated_stats() { cache().resetAccumulated(); }
 
-void HostAllocator::reset_peak_stats() {
-  cache().forEachStat([](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
-}
+void HostAllocator::reset_peak_stats() { cache().resetPeaks(); }
 
 bool HostAllocator::isPinned(const void* pointer) {
   orPointerAttributes attributes{};

@@ -10,6 +10,7 @@
 
 #include "base/device.h"
 #include "base/runtime_check.h"
+#include "base/sync_debug.h"
 
 namespace torch_openreg {
 namespace {
@@ -132,6 +133,9 @@ bool queryStream(const c10::Stream& stream) {
 }
 
 void synchronizeStream(const c10::Stream& stream) {
+  // Stream.synchronize() counts for the sync debug mode, as on CUDA (device
+  // and event synchronization do not).
+  checkSynchronization("Stream.synchronize()");
   OPENREG_CHECK(orStreamSynchronize(nativeHandle(stream)));
 }
 

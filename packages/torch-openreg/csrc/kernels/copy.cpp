@@ -13,6 +13,7 @@
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
+#include "base/sync_debug.h"
 #include "integration/host_allocator.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
@@ -66,8 +67,12 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlock
       copyAcrossDevices(self, dst);
     }
   } else if (isOpenReg(dst)) {
+    // CUDA's rule for the sync debug mode: a blocking host copy synchronizes
+    // (a non-blocking one from pageable memory waits too, but silently).
+    if (!nonBlocking) checkSynchronization("a copy from host memory with non_blocking=False");
     copyOnDevice(self, dst, dst.device().index(), !(nonBlocking && isPinned(self)));
   } else {
+    if (!nonBlocking) checkSynchronization("a copy to host memory with non_blocking=False");
     copyOnDevice(self, dst, self.device().index(), !(nonBlocking && isPinned(dst)));
   }
   return dst;
@@ -79,6 +84,7 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Scalar localScalarDense(const at::Tensor& self) {
+  checkSynchronization("reading a tensor value on the host (item)");
   at::Scalar value;
   const c10::DeviceIndex device = self.device().index();
   runOnDevice(device, [&] {

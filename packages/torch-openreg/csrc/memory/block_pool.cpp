@@ -1,12 +1,16 @@
-// block_pool.cpp — size classes, splitting, merging, per-stream reuse, OOM retry.
+// block_pool.cpp — size classes, splitting, merging, per-stream reuse, OOM
+// retry, the memory fraction and private pools.
 #include "memory/block_pool.h"
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <array>
 #include <iomanip>
+#include <iterator>
 #include <memory>
 #include <sstream>
+#include <utility>
 
 #include "base/device.h"
 #include "base/kernel_thread.h"
@@ -57,11 +61,17 @@ void forEachStat(c10::CachingDeviceAllocator::DeviceStats& stats, Visit&& visit)
                       &stats.inactive_split_bytes, &stats.requested_bytes}) {
     for (auto& stat : *array) visit(stat);
   }
+  for (auto& [id, array] : stats.reserved_bytes_by_private_pools) {
+    for (auto& stat : array) visit(stat);
+  }
 }
+
+// This thread's use_mem_pool routes (device, pool), innermost last.
+thread_local PoolRoutes threadRoutes;
 
 }  // namespace
 
-bool BlockPool::ByStreamAndSize::operator()(const Block* a, const Block* b) const {
+bool ByStreamAndSize::operator()(const Block* a, const Block* b) const {
   if (a->stream != b->stream) return a->stream < b->stream;
   if (a->kernelPool != b->kernelPool) return a->kernelPool < b->kernelPool;
   if (a->size != b->size) return a->size < b->size;
@@ -80,9 +90,10 @@ Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
   const size_t size = roundRequest(bytes);
   const bool small = size <= kSmallRequest;
   std::unique_lock<std::mutex> lock(mutex_);
-  Block* block = takeFree(size, stream, small);
-  if (block == nullptr) block = newSegment(size, stream, small, lock);
-  splitIfWorthIt(block, size);
+  PrivatePool* pool = routedPool();
+  Block* block = takeFree(size, stream, small, pool);
+  if (block == nullptr) block = newSegment(size, stream, small, pool, lock);
+  if (block->pool == nullptr || !block->pool->options.noSplit) splitIfWorthIt(block, size);
   block->allocated = true;
   block->requested = bytes;
   allocated_.emplace(block->pointer, block);
@@ -94,11 +105,29 @@ Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
   return block;
 }
 
-Block* BlockPool::takeFree(size_t size, orStream_t stream, bool small) {
-  FreeBlocks& pool = poolFor(small);
+FreeBlocks& BlockPool::freeSet(PrivatePool* pool, bool small) {
+  if (pool == nullptr) return small ? freeSmall_ : freeLarge_;
+  return small ? pool->freeSmall : pool->freeLarge;
+}
+
+PrivatePool* BlockPool::routedPool() {
+  if (C10_LIKELY(threadRoutes.empty())) return nullptr;
+  for (auto route = threadRoutes.rbegin(); route != threadRoutes.rend(); ++route) {
+    if (route->first == device_) return findPool(route->second);
+  }
+  return nullptr;
+}
+
+PrivatePool* BlockPool::findPool(PoolId id) {
+  auto found = privatePools_.find(id);
+  return found == privatePools_.end() ? nullptr : found->second.get();
+}
+
+Block* BlockPool::takeFree(size_t size, orStream_t stream, bool small, PrivatePool* pool) {
+  FreeBlocks& free = freeSet(pool, small);
   Block key{device_, stream, size, nullptr, small, insideKernel()};
-  auto found = pool.lower_bound(&key);
-  if (found == pool.end() || (*found)->stream != stream || (*found)->kernelPool != key.kernelPool) {
+  auto found = free.lower_bound(&key);
+  if (found == free.end() || (*found)->stream != stream || (*found)->kernelPool != key.kernelPool) {
     return nullptr;
   }
   Block* block = *found;
@@ -118,26 +147,46 @@ void BlockPool::waitForDeviceIdle(std::unique_lock<std::mutex>& lock) {
   lock.lock();
 }
 
-void* BlockPool::mallocOrRetry(size_t segmentSize, size_t requested,
-                               std::unique_lock<std::mutex>& lock) {
-  DeviceScope scope(device_);
+bool BlockPool::overMemoryLimit(size_t segmentSize) const {
+  const auto all = static_cast<size_t>(StatType::AGGREGATE);
+  return memoryLimit_ != 0 &&
+         static_cast<size_t>(stats_.reserved_bytes[all].current) + segmentSize > memoryLimit_;
+}
+
+// Null when the device is full or the memory fraction does not allow it.
+void* BlockPool::tryMalloc(size_t segmentSize) {
+  if (overMemoryLimit(segmentSize)) return nullptr;
   void* pointer = nullptr;
-  orError_t status = orMalloc(&pointer, segmentSize);
-  if (status == orErrorOutOfMemory && !insideKernel()) {
-    // The cache may hold what is missing: give it back and try once more.
-    orGetLastError();
-    waitForDeviceIdle(lock);
-    releaseFreeSegments();
-    ++stats_.num_alloc_retries;
-    status = orMalloc(&pointer, segmentSize);
-  }
+  const orError_t status = orMalloc(&pointer, segmentSize);
   if (status == orErrorOutOfMemory) {
     orGetLastError();
-    ++stats_.num_ooms;
-    throwOutOfMemory(requested, segmentSize);
+    return nullptr;
   }
   OPENREG_CHECK(status);
   return pointer;
+}
+
+void* BlockPool::mallocOrRetry(size_t segmentSize, std::unique_lock<std::mutex>& lock) {
+  DeviceScope scope(device_);
+  void* pointer = tryMalloc(segmentSize);
+  if (pointer == nullptr && !insideKernel()) {
+    // The cache may hold what is missing: give it back and try once more.
+    waitForDeviceIdle(lock);
+    releaseFreeSegments(nullptr);
+    releaseUnusedPools();
+    ++stats_.num_alloc_retries;
+    pointer = tryMalloc(segmentSize);
+  }
+  return pointer;
+}
+
+// use_on_oom pools lend a free block of theirs (it stays theirs).
+Block* BlockPool::borrowFromPoolsForOom(size_t size, orStream_t stream, bool small) {
+  for (auto& [id, pool] : privatePools_) {
+    if (!pool->options.useOnOom || pool->useCount == 0) continue;
+    if (Block* block = takeFree(size, stream, small, pool.get())) return block;
+  }
+  return nullptr;
 }
 
 void BlockPool::throwOutOfMemory(size_t requested, size_t segmentSize) {
@@ -147,6 +196,16 @@ void BlockPool::throwOutOfMemory(size_t requested, size_t segmentSize) {
     succeeded(orMemGetInfo(&free, &total));
   }
   const auto all = static_cast<size_t>(StatType::AGGREGATE);
+  const size_t reserved = static_cast<size_t>(stats_.reserved_bytes[all].current);
+  const size_t inUse = static_cast<size_t>(stats_.allocated_bytes[all].current);
+  TORCH_CHECK_WITH(OutOfMemoryError, !overMemoryLimit(segmentSize), "openreg out of memory on device ",
+                   static_cast<int>(device_), ": tried to allocate ", humanBytes(requested), " (",
+                   requested, " bytes, in a ", humanBytes(segmentSize),
+                   " segment), but the per-process memory fraction ", memoryFraction_,
+                   " (torch.openreg.set_per_process_memory_fraction) allows this process ",
+                   humanBytes(memoryLimit_), " of the device's ", humanBytes(total), ", and ",
+                   humanBytes(reserved), " are reserved by the allocator (", humanBytes(inUse),
+                   " in use by tensors). Free tensors you no longer need, or raise the fraction.");
   TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device ", static_cast<int>(device_),
                    ": tried to allocate ", humanBytes(requested), " (", requested, " bytes, in a ",
                    humanBytes(segmentSize), " segment); ", humanBytes(static_cast<size_t>(stats_.allocated_bytes[all].current)),
@@ -155,15 +214,30 @@ void BlockPool::throwOutOfMemory(size_t requested, size_t segmentSize) {
                    " free). Free tensors you no longer need, or raise OPENREG_DEVICE_MEMORY.");
 }
 
-Block* BlockPool::newSegment(size_t size, orStream_t stream, bool small,
+Block* BlockPool::newSegment(size_t size, orStream_t stream, bool small, PrivatePool* pool,
                              std::unique_lock<std::mutex>& lock) {
   const size_t segmentSize = segmentSizeFor(size);
-  void* pointer = mallocOrRetry(segmentSize, size, lock);
+  void* pointer = mallocOrRetry(segmentSize, lock);
+  if (pointer == nullptr) {
+    if (pool == nullptr) {
+      if (Block* borrowed = borrowFromPoolsForOom(size, stream, small)) return borrowed;
+    }
+    ++stats_.num_ooms;
+    throwOutOfMemory(size, segmentSize);
+  }
   markDeviceUsed(device_);
   ++stats_.num_device_alloc;
   updateStat(stats_.segment, small, 1);
-  updateStat(stats_.reserved_bytes, small, static_cast<int64_t>(segmentSize));
-  return new Block{device_, stream, segmentSize, pointer, small, insideKernel()};
+  updateReserved(pool, small, static_cast<int64_t>(segmentSize));
+  auto* block = new Block{device_, stream, segmentSize, pointer, small, insideKernel()};
+  block->pool = pool;
+  if (pool != nullptr) ++pool->segments;
+  return block;
+}
+
+void BlockPool::updateReserved(PrivatePool* pool, bool small, int64_t delta) {
+  updateStat(stats_.reserved_bytes, small, delta);
+  if (pool != nullptr) updateStat(stats_.reserved_bytes_by_private_pools[pool->id], small, delta);
 }
 
 void BlockPool::splitIfWorthIt(Block* block, size_t size) {
@@ -172,6 +246,7 @@ void BlockPool::splitIfWorthIt(Block* block, size_t size) {
   if (!worthIt) return;
   auto* rest = new Block{device_, block->stream, remaining, static_cast<char*>(block->pointer) + size,
                          block->small, block->kernelPool};
+  rest->pool = block->pool;
   rest->previous = block;
   rest->next = block->next;
   if (block->next != nullptr) block->next->previous = rest;
@@ -181,7 +256,7 @@ void BlockPool::splitIfWorthIt(Block* block, size_t size) {
 }
 
 void BlockPool::insertFree(Block* block) {
-  poolFor(block->small).insert(block);
+  freeSet(block->pool, block->small).insert(block);
   if (!wholeSegment(block)) {
     updateStat(stats_.inactive_split, block->small, 1);
     updateStat(stats_.inactive_split_bytes, block->small, static_cast<int64_t>(block->size));
@@ -189,7 +264,7 @@ void BlockPool::insertFree(Block* block) {
 }
 
 void BlockPool::removeFree(Block* block) {
-  poolFor(block->small).erase(block);
+  freeSet(block->pool, block->small).erase(block);
   if (!wholeSegment(block)) {
     updateStat(stats_.inactive_split, block->small, -1);
     updateStat(stats_.inactive_split_bytes, block->small, -static_cast<int64_t>(block->size));
@@ -259,16 +334,17 @@ std::vector<std::pair<orStream_t, orEvent_t>> BlockPool::takePendingUses(Block* 
   return pending;
 }
 
-void BlockPool::releaseFreeSegments() {
+std::vector<Block*> BlockPool::takeUnusedSegments(PrivatePool* pool) {
   // A segment can go when none of its blocks is allocated. Its free blocks may
   // sit in different pools (host-freed and kernel-private blocks never merge),
   // so segments are found from their first block and walked in full.
   std::vector<Block*> heads;
-  for (FreeBlocks* pool : {&freeSmall_, &freeLarge_}) {
-    for (Block* block : *pool) {
+  for (FreeBlocks* free : {&freeSet(pool, true), &freeSet(pool, false)}) {
+    for (Block* block : *free) {
       if (block->previous == nullptr) heads.push_back(block);
     }
   }
+  std::vector<Block*> unusedSegments;
   for (Block* head : heads) {
     bool unused = true;
     size_t segmentSize = 0;
@@ -277,25 +353,111 @@ void BlockPool::releaseFreeSegments() {
       segmentSize += block->size;
     }
     if (!unused) continue;
-    const bool small = head->small;
     for (Block* block = head; block != nullptr;) {
       Block* next = block->next;
       removeFree(block);
       if (block != head) delete block;
       block = next;
     }
-    succeeded(orFree(head->pointer));
     ++stats_.num_device_free;
-    updateStat(stats_.segment, small, -1);
-    updateStat(stats_.reserved_bytes, small, -static_cast<int64_t>(segmentSize));
-    delete head;
+    updateStat(stats_.segment, head->small, -1);
+    updateReserved(pool, head->small, -static_cast<int64_t>(segmentSize));
+    if (pool != nullptr) --pool->segments;
+    head->size = segmentSize;
+    head->next = nullptr;
+    unusedSegments.push_back(head);
+  }
+  return unusedSegments;
+}
+
+void BlockPool::releaseFreeSegments(PrivatePool* pool) {
+  for (Block* segment : takeUnusedSegments(pool)) {
+    succeeded(orFree(segment->pointer));
+    delete segment;
   }
 }
 
-void BlockPool::emptyCache() {
+// Pools nobody uses any more: their cached segments go, and the pool with them
+// once it holds none (blocks still allocated keep it until they are freed).
+void BlockPool::releaseUnusedPools() {
+  for (auto entry = privatePools_.begin(); entry != privatePools_.end();) {
+    PrivatePool* pool = entry->second.get();
+    if (pool->useCount == 0) releaseFreeSegments(pool);
+    entry = pool->useCount == 0 && pool->segments == 0 ? privatePools_.erase(entry) : std::next(entry);
+  }
+}
+
+void BlockPool::emptyCache(PoolId id) {
   std::unique_lock<std::mutex> lock(mutex_);
   waitForDeviceIdle(lock);
-  releaseFreeSegments();
+  if (id == kDefaultPool) {
+    releaseFreeSegments(nullptr);
+    releaseUnusedPools();
+    return;
+  }
+  auto entry = privatePools_.find(id);
+  if (entry == privatePools_.end()) return;
+  PrivatePool* pool = entry->second.get();
+  releaseFreeSegments(pool);
+  if (pool->useCount == 0 && pool->segments == 0) privatePools_.erase(entry);
+}
+
+void BlockPool::retainPool(PoolId id, PoolOptions options) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_ptr<PrivatePool>& pool = privatePools_[id];
+  if (pool == nullptr) pool = std::make_unique<PrivatePool>(PrivatePool{id, options});
+  ++pool->useCount;
+}
+
+void BlockPool::releasePool(PoolId id) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PrivatePool* pool = findPool(id);
+  if (pool != nullptr && pool->useCount > 0) --pool->useCount;
+}
+
+void BlockPool::returnPoolMemory(PoolId id) {
+  if (insideKernel()) return;  // kernel work must not enqueue on its stream: empty_cache() will
+  std::vector<Block*> segments;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto entry = privatePools_.find(id);
+    if (entry == privatePools_.end() || entry->second->useCount > 0) return;
+    segments = takeUnusedSegments(entry->second.get());
+    if (entry->second->segments == 0) privatePools_.erase(entry);
+  }
+  // Each segment goes after the work already queued on its stream (the only
+  // stream its blocks served without record_stream). Enqueued without the
+  // lock: a full queue waits for kernels that may need the allocator.
+  for (Block* segment : segments) {
+    void* pointer = segment->pointer;
+    const orError_t queued = openreg::launchHostFunc(segment->stream, [pointer] { succeeded(orFree(pointer)); });
+    // A stream that takes no work has none queued either.
+    if (!succeeded(queued)) succeeded(orFree(pointer));
+    delete segment;
+  }
+}
+
+int BlockPool::poolUseCount(PoolId id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  PrivatePool* pool = findPool(id);
+  return pool == nullptr ? 0 : pool->useCount;
+}
+
+void BlockPool::setMemoryFraction(double fraction) {
+  size_t free = 0, total = 0;
+  {
+    DeviceScope scope(device_);
+    OPENREG_CHECK(orMemGetInfo(&free, &total));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  memoryFraction_ = fraction;
+  // At least one byte: a fraction of 0 allows nothing (0 means "no limit").
+  memoryLimit_ = std::max<size_t>(1, static_cast<size_t>(fraction * static_cast<double>(total)));
+}
+
+double BlockPool::memoryFraction() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return memoryFraction_;
 }
 
 c10::CachingDeviceAllocator::DeviceStats BlockPool::stats() {
@@ -316,6 +478,25 @@ void BlockPool::resetPeakStats() {
   std::lock_guard<std::mutex> lock(mutex_);
   forEachStat(stats_, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
+
+void beginAllocateToPool(c10::DeviceIndex device, PoolId id) { threadRoutes.emplace_back(device, id); }
+
+void endAllocateToPool(c10::DeviceIndex device, PoolId id) {
+  for (auto route = threadRoutes.rbegin(); route != threadRoutes.rend(); ++route) {
+    if (route->first == device && route->second == id) {
+      threadRoutes.erase(std::next(route).base());
+      return;
+    }
+  }
+  TORCH_CHECK(false, "openreg: this thread is not allocating to memory pool (", id.first, ", ", id.second,
+              ") on device ", static_cast<int>(device), " (end without begin)");
+}
+
+PoolRoutes currentPoolRoutes() { return threadRoutes; }
+
+PoolRoutesScope::PoolRoutesScope(PoolRoutes routes) : saved_(std::exchange(threadRoutes, std::move(routes))) {}
+
+PoolRoutesScope::~PoolRoutesScope() { threadRoutes = std::move(saved_); }
 
 BlockPool& blockPool(c10::DeviceIndex device) {
   // Never destroyed: stream workers may still free blocks while the process exits.

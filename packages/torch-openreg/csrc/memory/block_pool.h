@@ -15,11 +15,24 @@
 // by work queued after the running kernel, so kernels must not reuse it. Returning cached
 // segments to the runtime (empty_cache, and out-of-memory, which releases
 // the cache and retries once before raising) first waits for the device.
+//
+// Two controls mirror torch.cuda's allocator. A per-process memory fraction
+// caps the bytes the pool may hold on the device (checked only when a new
+// segment is needed, so cached allocations cost nothing more). Private pools
+// (torch.openreg.MemPool) own their segments: allocations routed to one by
+// use_mem_pool come from its blocks only, and its blocks serve nobody else
+// (unless it lends them when the device is full, use_on_oom). A pool lives
+// while something uses it; its unused segments go back to the runtime when
+// the last MemPool object goes, and blocks still allocated then return with
+// the next empty_cache() once freed, as with CUDA. Which pool a thread
+// allocates from is thread-local; a synchronous kernel adopts its caller's.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <openreg.h>
 
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -27,6 +40,18 @@
 #include <vector>
 
 namespace torch_openreg {
+
+// A memory pool's id, as torch.cuda.MemPool.id: (0, n) for pools users create;
+// (0, 0) is the default pool.
+using PoolId = c10::MempoolId_t;
+constexpr PoolId kDefaultPool{0, 0};
+
+struct PoolOptions {
+  bool useOnOom = false;  // lends its free blocks when the device is out of memory
+  bool noSplit = false;   // never cuts a block: allocations never share a segment
+};
+
+struct PrivatePool;
 
 struct Block {
   c10::DeviceIndex device;
@@ -42,6 +67,23 @@ struct Block {
   // Streams recorded with Tensor.record_stream, with an event marking the
   // work queued there at the time (guarded by the pool's mutex).
   std::vector<std::pair<orStream_t, orEvent_t>> recordedUses;
+  PrivatePool* pool = nullptr;  // the private pool owning the segment (null: default)
+};
+
+// Free blocks, ordered for best-fit lookup per stream (see takeFree).
+struct ByStreamAndSize {
+  bool operator()(const Block* a, const Block* b) const;
+};
+using FreeBlocks = std::set<Block*, ByStreamAndSize>;
+
+// A private pool: its own free blocks, and what keeps it alive.
+struct PrivatePool {
+  PoolId id;
+  PoolOptions options;
+  int useCount = 0;
+  size_t segments = 0;  // segments it holds (allocated or not)
+  FreeBlocks freeSmall;
+  FreeBlocks freeLarge;
 };
 
 class BlockPool {
@@ -59,30 +101,50 @@ class BlockPool {
   void recordUse(Block* block, orStream_t stream, orEvent_t event);
   // Takes the recorded uses whose work has not completed yet.
   std::vector<std::pair<orStream_t, orEvent_t>> takePendingUses(Block* block);
-  // Returns every segment without allocated blocks to the runtime.
-  void emptyCache();
+  // Returns every segment without allocated blocks to the runtime: of the
+  // default pool and of private pools nobody uses any more; or of pool `id`.
+  void emptyCache(PoolId id = kDefaultPool);
+
+  // Private pools: a use is a MemPool object or a use_mem_pool scope.
+  void retainPool(PoolId id, PoolOptions options);
+  void releasePool(PoolId id) noexcept;
+  int poolUseCount(PoolId id);
+  // For a pool nobody uses any more: returns its unused segments to the
+  // runtime in stream order (without waiting for the device), and forgets
+  // the pool unless blocks of it are still allocated.
+  void returnPoolMemory(PoolId id);
+
+  // Caps the bytes this pool holds on the device at `fraction` of its capacity.
+  void setMemoryFraction(double fraction);
+  double memoryFraction();
 
   c10::CachingDeviceAllocator::DeviceStats stats();
   void resetAccumulatedStats();
   void resetPeakStats();
 
  private:
-  struct ByStreamAndSize {
-    bool operator()(const Block* a, const Block* b) const;
-  };
-  using FreeBlocks = std::set<Block*, ByStreamAndSize>;
-
-  FreeBlocks& poolFor(bool small) { return small ? freeSmall_ : freeLarge_; }
-  Block* takeFree(size_t size, orStream_t stream, bool small);
-  Block* newSegment(size_t size, orStream_t stream, bool small, std::unique_lock<std::mutex>& lock);
-  void* mallocOrRetry(size_t segmentSize, size_t requested, std::unique_lock<std::mutex>& lock);
+  FreeBlocks& freeSet(PrivatePool* pool, bool small);
+  Block* takeFree(size_t size, orStream_t stream, bool small, PrivatePool* pool);
+  Block* newSegment(size_t size, orStream_t stream, bool small, PrivatePool* pool,
+                    std::unique_lock<std::mutex>& lock);
+  void* mallocOrRetry(size_t segmentSize, std::unique_lock<std::mutex>& lock);
+  void* tryMalloc(size_t segmentSize);
+  bool overMemoryLimit(size_t segmentSize) const;
+  Block* borrowFromPoolsForOom(size_t size, orStream_t stream, bool small);
+  PrivatePool* routedPool();
+  PrivatePool* findPool(PoolId id);
   void waitForDeviceIdle(std::unique_lock<std::mutex>& lock);
   void splitIfWorthIt(Block* block, size_t size);
   void insertFree(Block* block);
   void removeFree(Block* block);
   Block* mergeWithNeighbours(Block* block);
-  void releaseFreeSegments();
+  // Unused segments of `pool` (null: default), out of the pool and its stats;
+  // the caller frees each (first block, size = the segment's) and deletes it.
+  std::vector<Block*> takeUnusedSegments(PrivatePool* pool);
+  void releaseFreeSegments(PrivatePool* pool);
+  void releaseUnusedPools();
   void updateStat(c10::CachingAllocator::StatArray& stat, bool small, int64_t delta);
+  void updateReserved(PrivatePool* pool, bool small, int64_t delta);
   [[noreturn]] void throwOutOfMemory(size_t requested, size_t segmentSize);
 
   const c10::DeviceIndex device_;
@@ -91,8 +153,31 @@ class BlockPool {
   FreeBlocks freeLarge_;
   std::unordered_map<void*, Block*> allocated_;
   c10::CachingDeviceAllocator::DeviceStats stats_;
+  std::map<PoolId, std::unique_ptr<PrivatePool>> privatePools_;
+  double memoryFraction_ = 1.0;
+  size_t memoryLimit_ = 0;  // bytes the fraction allows; 0: no limit set
 };
 
 BlockPool& blockPool(c10::DeviceIndex device);
+
+// Routes this thread's allocations on `device` to pool `id` (retained by the
+// caller) until endAllocateToPool; routes nest and the innermost one wins.
+void beginAllocateToPool(c10::DeviceIndex device, PoolId id);
+void endAllocateToPool(c10::DeviceIndex device, PoolId id);
+
+// This thread's routes, for work run on its behalf on another thread (a
+// synchronous kernel) to adopt for a scope.
+using PoolRoutes = std::vector<std::pair<c10::DeviceIndex, PoolId>>;
+PoolRoutes currentPoolRoutes();
+class PoolRoutesScope {
+ public:
+  explicit PoolRoutesScope(PoolRoutes routes);
+  ~PoolRoutesScope();
+  PoolRoutesScope(const PoolRoutesScope&) = delete;
+  PoolRoutesScope& operator=(const PoolRoutesScope&) = delete;
+
+ private:
+  PoolRoutes saved_;
+};
 
 }  // namespace torch_openreg

@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "base/device.h"
+#include "base/sync_debug.h"
 #include "integration/device_allocator.h"
+#include "integration/host_allocator.h"
 #include "engine/compiled_kernel_launch.h"
 #include "engine/fallback.h"
 #include "integration/autocast.h"
@@ -50,6 +52,117 @@ void synchronizeDevice(c10::DeviceIndex device) {
   DeviceScope scope(resolveDevice(device));
   py::gil_scoped_release release;
   OPENREG_CHECK(orDeviceSynchronize());
+}
+
+// A raw stream handle from Python (0: the device's default stream), checked
+// to be a stream of `device`.
+orStream_t streamOf(c10::DeviceIndex device, intptr_t handle) {
+  if (handle == 0) return nativeHandle(defaultStream(device));
+  auto* stream = reinterpret_cast<orStream_t>(handle);
+  int streamDevice = -1;
+  TORCH_CHECK_VALUE(succeeded(orStreamGetDevice(stream, &streamDevice)), "stream handle ", handle,
+                    " is not an openreg stream: pass a torch.openreg.Stream (or 0 for the default stream)");
+  TORCH_CHECK_VALUE(streamDevice == device, "the stream belongs to openreg device ", streamDevice,
+                    ", not to device ", static_cast<int>(device), " where the memory is allocated");
+  return stream;
+}
+
+py::dict statDict(const c10::CachingAllocator::Stat& stat) {
+  py::dict result;
+  result["current"] = stat.current;
+  result["peak"] = stat.peak;
+  result["allocated"] = stat.allocated;
+  result["freed"] = stat.freed;
+  return result;
+}
+
+py::dict durationDict(const c10::CachingAllocator::DurationStat& stat) {
+  py::dict result;
+  result["total"] = stat.total;
+  result["max"] = stat.max;
+  result["min"] = stat.min;
+  result["count"] = stat.count;
+  result["avg"] = stat.count == 0 ? 0 : stat.total / stat.count;
+  return result;
+}
+
+// torch.cuda.host_memory_stats_as_nested_dict's layout.
+py::dict hostMemoryStats() {
+  const at::HostStats stats = hostAllocator().get_stats();
+  py::dict result;
+  result["num_host_alloc"] = stats.num_host_alloc;
+  result["num_host_free"] = stats.num_host_free;
+  result["allocations"] = statDict(stats.allocations);
+  result["allocated_bytes"] = statDict(stats.allocated_bytes);
+  result["active_requests"] = statDict(stats.active_requests);
+  result["active_bytes"] = statDict(stats.active_bytes);
+  result["host_alloc_time"] = durationDict(stats.host_alloc_time);
+  result["host_free_time"] = durationDict(stats.host_free_time);
+  return result;
+}
+
+// reserved_bytes_by_private_pools of torch.cuda.memory_stats_as_nested_dict:
+// {(0, n): {"all"|"small_pool"|"large_pool": {current, peak, allocated, freed}}}.
+py::dict privatePoolStats(c10::DeviceIndex device) {
+  const auto stats = deviceAllocator().getDeviceStats(device);
+  const char* names[] = {"all", "small_pool", "large_pool"};
+  py::dict result;
+  for (const auto& [id, array] : stats.reserved_bytes_by_private_pools) {
+    py::dict pools;
+    for (size_t type = 0; type < array.size(); ++type) pools[names[type]] = statDict(array[type]);
+    result[py::make_tuple(id.first, id.second)] = pools;
+  }
+  return result;
+}
+
+void bindMemoryControls(py::module_& m) {
+  m.def("_set_memory_fraction", [](double fraction, int device) {
+    deviceAllocator().setMemoryFraction(static_cast<c10::DeviceIndex>(device), fraction);
+  });
+  m.def("_get_memory_fraction", [](int device) {
+    return deviceAllocator().memoryFraction(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_caching_allocator_alloc", [](size_t size, int device, intptr_t stream) {
+    const c10::DeviceIndex index = checkedDevice(static_cast<c10::DeviceIndex>(device));
+    return reinterpret_cast<intptr_t>(deviceAllocator().rawAllocate(index, size, streamOf(index, stream)));
+  });
+  m.def("_caching_allocator_delete", [](intptr_t pointer) {
+    deviceAllocator().rawDelete(reinterpret_cast<void*>(pointer));
+  });
+  m.def("_stream_handle", [](int64_t streamId, int device) {
+    const c10::Stream stream(c10::Stream::UNSAFE, openregDevice(static_cast<c10::DeviceIndex>(device)), streamId);
+    return reinterpret_cast<intptr_t>(nativeHandle(stream));
+  });
+  m.def("_private_pool_stats", [](int device) {
+    return privatePoolStats(checkedDevice(static_cast<c10::DeviceIndex>(device)));
+  });
+  m.def("_host_memory_stats", &hostMemoryStats);
+  m.def("_reset_accumulated_host_memory_stats", [] { hostAllocator().reset_accumulated_stats(); });
+  m.def("_reset_peak_host_memory_stats", [] { hostAllocator().reset_peak_stats(); });
+  m.def("_set_sync_debug_mode", [](int mode) {
+    TORCH_CHECK_VALUE(mode >= 0 && mode <= 2, "invalid sync debug mode ", mode,
+                      ": expected 0 (\"default\"), 1 (\"warn\") or 2 (\"error\")");
+    setSyncDebugMode(static_cast<SyncDebugMode>(mode));
+  });
+  m.def("_get_sync_debug_mode", [] { return static_cast<int>(syncDebugMode()); });
+
+  py::class_<MemPool>(m, "_MemPool", "A private memory pool of the openreg caching allocator.")
+      .def(py::init([](bool useOnOom, bool noSplit) {
+             return std::make_unique<MemPool>(PoolOptions{useOnOom, noSplit});
+           }),
+           py::arg("use_on_oom") = false, py::arg("no_split") = false)
+      .def_property_readonly("id", [](const MemPool& pool) {
+        return py::make_tuple(pool.id().first, pool.id().second);
+      }, "The pool's id, (0, n).")
+      .def_property_readonly("device", [](const MemPool& pool) { return static_cast<int>(pool.device()); },
+                             "The openreg device that was current when the pool was created.")
+      .def("use_count", &MemPool::useCount, "MemPool objects and use_mem_pool scopes using the pool.")
+      .def("_begin_allocate", [](const MemPool& pool, int device) {
+        pool.beginAllocating(static_cast<c10::DeviceIndex>(device));
+      })
+      .def("_end_allocate", [](const MemPool& pool, int device) {
+        pool.endAllocating(static_cast<c10::DeviceIndex>(device));
+      });
 }
 
 }  // namespace
@@ -125,6 +238,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mark_initialized", [] { torch::utils::device_lazy_init(at::kPrivateUse1); });
   registerCompiledKernelBindings(m);
   m.def("_autocast_policy", [] { return autocastPolicy(); });
+  bindMemoryControls(m);
   m.def("_check_runtime", [] {
     int count = 0;
     OPENREG_CHECK(orGetDeviceCount(&count));

@@ -2,11 +2,16 @@
 
 Backed by the binding's c10::DeviceAllocator through torch.accelerator, so
 ``torch.openreg.memory_allocated()`` and ``torch.accelerator.memory_allocated()``
-report the same numbers.
+report the same numbers. What c10's interface has no word for — the memory
+fraction, raw allocations, private pools, pinned host memory statistics —
+comes from the binding directly.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -19,9 +24,33 @@ def _index(device: DeviceLike) -> int:
     return _get_device_index(device, optional=True)
 
 
+def memory_stats_as_nested_dict(device: DeviceLike = None) -> dict[str, Any]:
+    """:func:`memory_stats` as a nested dictionary (like torch.cuda's).
+
+    Includes ``reserved_bytes_by_private_pools``: for each :class:`MemPool` id,
+    the reserved bytes of its segments (``all``/``small_pool``/``large_pool``).
+    """
+    index = _index(device)
+    stats = dict(torch._C._accelerator_getDeviceStats(index))
+    stats.setdefault("reserved_bytes_by_private_pools", _C._private_pool_stats(index))
+    return stats
+
+
+def _flatten(result: list[tuple[str, Any]], prefix: str, value: Any) -> None:
+    if isinstance(value, dict):
+        for key, nested in value.items():
+            # Pool ids (0, n) become "0_n", as in torch.cuda.memory_stats.
+            name = "_".join(str(part) for part in key) if isinstance(key, tuple) else str(key)
+            _flatten(result, f"{prefix}.{name}" if prefix else name, nested)
+    else:
+        result.append((prefix, value))
+
+
 def memory_stats(device: DeviceLike = None) -> dict[str, Any]:
-    """Allocator statistics of ``device``, with torch.cuda's key names."""
-    return torch.accelerator.memory_stats(_index(device))
+    """Allocator statistics of ``device``, with torch.cuda's key names (flat, sorted)."""
+    result: list[tuple[str, Any]] = []
+    _flatten(result, "", memory_stats_as_nested_dict(device))
+    return collections.OrderedDict(sorted(result))
 
 
 def memory_allocated(device: DeviceLike = None) -> int:
@@ -63,6 +92,136 @@ def mem_get_info(device: DeviceLike = None) -> tuple[int, int]:
     """(free, total) bytes of ``device`` as the runtime sees them."""
     free, total = _C._mem_get_info(_index(device))
     return free, total
+
+
+def set_per_process_memory_fraction(fraction: float, device: DeviceLike = None) -> None:
+    """Limit the caching allocator to ``fraction`` of ``device``'s capacity (like torch.cuda).
+
+    The allocator then never holds more than ``fraction * total`` bytes on the
+    device: an allocation that would need more (after returning cached memory)
+    raises ``torch.OutOfMemoryError`` naming the fraction. Memory it already
+    holds is not given back.
+    """
+    if not isinstance(fraction, float):
+        raise TypeError(
+            f"Invalid type for fraction argument, must be `float` (got {type(fraction).__name__})"
+        )
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(fraction, _index(device))
+
+
+def get_per_process_memory_fraction(device: DeviceLike = None) -> float:
+    """The fraction set by :func:`set_per_process_memory_fraction` (1.0 if none)."""
+    return _C._get_memory_fraction(_index(device))
+
+
+def caching_allocator_alloc(
+    size: int, device: DeviceLike = None, stream: torch.Stream | int | None = None
+) -> int:
+    """Allocate ``size`` bytes from the caching allocator; returns the device address.
+
+    For interoperability with other frameworks, as torch.cuda's. The memory is
+    allocated for ``stream`` (default: the current stream of ``device``; an int
+    is a raw stream handle, 0 the default stream) and stays allocated until
+    :func:`caching_allocator_delete`. The address is device memory: host code
+    must not dereference it.
+    """
+    index = _index(device)
+    if stream is None:
+        stream = torch.accelerator.current_stream(index)
+    if isinstance(stream, torch.Stream):
+        if stream.device_type != torch._C._get_privateuse1_backend_index():
+            raise TypeError(f"caching_allocator_alloc: expected an openreg stream, got {stream}")
+        stream = _C._stream_handle(stream.stream_id, stream.device_index)
+    if not isinstance(stream, int):
+        raise TypeError(
+            "Invalid type for stream argument, must be `torch.openreg.Stream` or `int` "
+            f"representing a stream handle (got {type(stream).__name__})"
+        )
+    return _C._caching_allocator_alloc(size, index, stream)
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Free memory allocated with :func:`caching_allocator_alloc` (stream-ordered)."""
+    _C._caching_allocator_delete(mem_ptr)
+
+
+class MemPool(_C._MemPool):
+    """A private pool of the openreg caching allocator (like torch.cuda.MemPool).
+
+    Allocations made inside :func:`use_mem_pool` come from the pool's own
+    segments, which serve nothing else. The pool is released when the last
+    reference to it goes: its unused memory returns to the device then, and
+    memory still allocated from it returns with the next :func:`empty_cache`
+    once its tensors are freed (as with CUDA).
+
+    Args:
+        allocator: must be ``None``: openreg has no pluggable allocators.
+        use_on_oom: other allocations may use the pool's free memory when the
+            device is otherwise out of memory.
+        no_split: never cut a block of the pool, so two allocations never share
+            a segment.
+    """
+
+    def __init__(
+        self, allocator: object | None = None, use_on_oom: bool = False, no_split: bool = False
+    ) -> None:
+        if allocator is not None:
+            raise ValueError(
+                "openreg has no pluggable allocators: create MemPool with allocator=None"
+            )
+        super().__init__(use_on_oom, no_split)
+
+    @property
+    def allocator(self) -> None:
+        """Always None: the pool uses the caching allocator itself."""
+        return None
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device: DeviceLike = None) -> Iterator[None]:
+    """Route this thread's allocations on ``device`` to ``pool`` (like torch.cuda.use_mem_pool).
+
+    Only the calling thread is affected (threads it starts are not). Kernels
+    enqueued in the scope allocate their temporaries outside the pool.
+    """
+    index = _index(device)
+    pool._begin_allocate(index)
+    try:
+        yield
+    finally:
+        pool._end_allocate(index)
+
+
+def host_memory_stats_as_nested_dict() -> dict[str, Any]:
+    """Pinned host memory statistics (``pin_memory()``), as torch.cuda's, nested."""
+    return _C._host_memory_stats()
+
+
+def host_memory_stats() -> dict[str, Any]:
+    """Pinned host memory statistics, flat and sorted (like torch.cuda.host_memory_stats).
+
+    ``allocations``/``allocated_bytes``: blocks the host allocator owns (in use
+    or cached); ``active_requests``/``active_bytes``: blocks handed out; each
+    with ``current``, ``peak``, ``allocated`` and ``freed``. ``num_host_alloc``/
+    ``num_host_free``: runtime calls; ``host_alloc_time``/``host_free_time``:
+    their durations in microseconds (``total``, ``max``, ``min``, ``count``,
+    ``avg``). Sizes are rounded up to a power of two.
+    """
+    result: list[tuple[str, Any]] = []
+    _flatten(result, "", host_memory_stats_as_nested_dict())
+    return collections.OrderedDict(sorted(result))
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """Reset the accumulated host statistics: ``allocated``/``freed``, call counts and times."""
+    _C._reset_accumulated_host_memory_stats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Reset the host statistics' peaks to their current values (and min/max call times)."""
+    _C._reset_peak_host_memory_stats()
 
 
 # memory_summary: one row per statistic (and per pool unless abbreviated), with
@@ -148,14 +307,25 @@ def memory_summary(device: DeviceLike = None, abbreviated: bool = False) -> str:
 
 
 __all__ = [
+    "MemPool",
+    "caching_allocator_alloc",
+    "caching_allocator_delete",
     "empty_cache",
+    "get_per_process_memory_fraction",
+    "host_memory_stats",
+    "host_memory_stats_as_nested_dict",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "memory_stats_as_nested_dict",
     "memory_summary",
+    "reset_accumulated_host_memory_stats",
     "reset_accumulated_memory_stats",
+    "reset_peak_host_memory_stats",
     "reset_peak_memory_stats",
+    "set_per_process_memory_fraction",
+    "use_mem_pool",
 ]
