@@ -273,17 +273,34 @@ std::vector<c10::IValue> runFirstCall(const c10::OperatorHandle& op, const Argum
 
 // ---- Sync debug mode -----------------------------------------------------------
 
+// Advanced indexing synchronizes on CUDA only when an index is a boolean
+// mask (it becomes nonzero's result); integer indices do not.
+bool indexesWithMask(const c10::ArrayRef<c10::IValue> arguments) {
+  if (arguments.size() < 2 || !arguments[1].isList()) return false;
+  for (const c10::IValue& index : arguments[1].toListRef()) {
+    if (!index.isTensor()) continue;
+    const c10::ScalarType type = index.toTensor().scalar_type();
+    if (type == c10::kBool || type == c10::kByte) return true;
+  }
+  return false;
+}
+
 // Operators whose results need the device's data on the host — a value
 // (.item(), equal) or a size (nonzero, masked_select, unique): ATen tags them,
 // and they synchronize on CUDA too. Other synchronous plans (views, operators
 // without a meta kernel, first calls) are this backend's choice, not a
 // synchronization the program asked for.
-bool resultNeedsDeviceData(const c10::OperatorHandle& op) {
+bool resultNeedsDeviceData(const c10::OperatorHandle& op, const c10::ArrayRef<c10::IValue> arguments) {
+  const std::string& name = op.schema().name();
+  if (name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||
+      name == "aten::_index_put_impl_") {
+    return indexesWithMask(arguments);
+  }
   return op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output);
 }
 
-void checkDataDependentCall(const c10::OperatorHandle& op) {
-  if (syncDebugMode() == SyncDebugMode::Default || !resultNeedsDeviceData(op)) return;
+void checkDataDependentCall(const c10::OperatorHandle& op, const c10::ArrayRef<c10::IValue> arguments) {
+  if (syncDebugMode() == SyncDebugMode::Default || !resultNeedsDeviceData(op, arguments)) return;
   const std::string what = op.schema().operator_name().name + " (its result depends on tensor data)";
   checkSynchronization(what.c_str());
 }
@@ -295,11 +312,11 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Arguments arguments(stack->end() - argumentCount, stack->end());
   const LaunchContext launch = LaunchContext::forDevice(findDevice(op, arguments));
   const PlanTicket ticket = planOperatorCall(op, arguments);
+  checkDataDependentCall(op, arguments);
   std::vector<c10::IValue> results;
   if (ticket.firstCall()) {
     results = runFirstCall(op, arguments, launch, ticket);
   } else if (ticket.plan->synchronous) {
-    checkDataDependentCall(op);
     results = runSynchronously(op, arguments, launch);
   } else {
     results = launchPlanned(op, arguments, launch, ticket.plan);
@@ -330,9 +347,9 @@ void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/
     // The same device rules as the default mode (cpu_fallback would copy
     // tensors of any devices to the host without complaint).
     const size_t argumentCount = op.schema().arguments().size();
-    findDevice(op, c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - argumentCount,
-                                              argumentCount));
-    checkDataDependentCall(op);
+    const c10::ArrayRef<c10::IValue> arguments(stack->data() + stack->size() - argumentCount, argumentCount);
+    findDevice(op, arguments);
+    checkDataDependentCall(op, arguments);
     // Its copies through the host are how this mode runs every operator.
     SyncDebugPause copiesAreInternal;
     at::native::cpu_fallback(op, stack);

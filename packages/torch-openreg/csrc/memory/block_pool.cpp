@@ -383,8 +383,13 @@ void BlockPool::releaseUnusedPools() {
   for (auto entry = privatePools_.begin(); entry != privatePools_.end();) {
     PrivatePool* pool = entry->second.get();
     if (pool->useCount == 0) releaseFreeSegments(pool);
-    entry = pool->useCount == 0 && pool->segments == 0 ? privatePools_.erase(entry) : std::next(entry);
+    entry = pool->useCount == 0 && pool->segments == 0 ? forgetPool(entry) : std::next(entry);
   }
+}
+
+BlockPool::PrivatePools::iterator BlockPool::forgetPool(PrivatePools::iterator entry) {
+  stats_.reserved_bytes_by_private_pools.erase(entry->first);
+  return privatePools_.erase(entry);
 }
 
 void BlockPool::emptyCache(PoolId id) {
@@ -399,7 +404,7 @@ void BlockPool::emptyCache(PoolId id) {
   if (entry == privatePools_.end()) return;
   PrivatePool* pool = entry->second.get();
   releaseFreeSegments(pool);
-  if (pool->useCount == 0 && pool->segments == 0) privatePools_.erase(entry);
+  if (pool->useCount == 0 && pool->segments == 0) forgetPool(entry);
 }
 
 void BlockPool::retainPool(PoolId id, PoolOptions options) {
@@ -416,23 +421,18 @@ void BlockPool::releasePool(PoolId id) noexcept {
 }
 
 void BlockPool::returnPoolMemory(PoolId id) {
-  if (insideKernel()) return;  // kernel work must not enqueue on its stream: empty_cache() will
   std::vector<Block*> segments;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto entry = privatePools_.find(id);
     if (entry == privatePools_.end() || entry->second->useCount > 0) return;
     segments = takeUnusedSegments(entry->second.get());
-    if (entry->second->segments == 0) privatePools_.erase(entry);
+    if (entry->second->segments == 0) forgetPool(entry);
   }
-  // Each segment goes after the work already queued on its stream (the only
-  // stream its blocks served without record_stream). Enqueued without the
-  // lock: a full queue waits for kernels that may need the allocator.
+  // orFree is stream-ordered (the memory is reused only after the work queued
+  // before it completes), so this neither waits nor races with queued kernels.
   for (Block* segment : segments) {
-    void* pointer = segment->pointer;
-    const orError_t queued = openreg::launchHostFunc(segment->stream, [pointer] { succeeded(orFree(pointer)); });
-    // A stream that takes no work has none queued either.
-    if (!succeeded(queued)) succeeded(orFree(pointer));
+    succeeded(orFree(segment->pointer));
     delete segment;
   }
 }

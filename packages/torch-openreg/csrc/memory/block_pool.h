@@ -143,6 +143,9 @@ class BlockPool {
   std::vector<Block*> takeUnusedSegments(PrivatePool* pool);
   void releaseFreeSegments(PrivatePool* pool);
   void releaseUnusedPools();
+  using PrivatePools = std::map<PoolId, std::unique_ptr<PrivatePool>>;
+  // Drops a pool that holds no segment and has no users, with its statistics.
+  PrivatePools::iterator forgetPool(PrivatePools::iterator entry);
   void updateStat(c10::CachingAllocator::StatArray& stat, bool small, int64_t delta);
   void updateReserved(PrivatePool* pool, bool small, int64_t delta);
   [[noreturn]] void throwOutOfMemory(size_t requested, size_t segmentSize);
@@ -153,7 +156,7 @@ class BlockPool {
   FreeBlocks freeLarge_;
   std::unordered_map<void*, Block*> allocated_;
   c10::CachingDeviceAllocator::DeviceStats stats_;
-  std::map<PoolId, std::unique_ptr<PrivatePool>> privatePools_;
+  PrivatePools privatePools_;
   double memoryFraction_ = 1.0;
   size_t memoryLimit_ = 0;  // bytes the fraction allows; 0: no limit set
 };

@@ -131,7 +131,7 @@ def caching_allocator_alloc(
     if stream is None:
         stream = torch.accelerator.current_stream(index)
     if isinstance(stream, torch.Stream):
-        if stream.device_type != torch._C._get_privateuse1_backend_index():
+        if stream.device.type != "openreg":
             raise TypeError(f"caching_allocator_alloc: expected an openreg stream, got {stream}")
         stream = _C._stream_handle(stream.stream_id, stream.device_index)
     if not isinstance(stream, int):
