@@ -46,7 +46,8 @@ def test_fraction_is_per_device():
 
 
 @pytest.mark.parametrize(
-    ("fraction", "error"), [(1, TypeError), ("0.5", TypeError), (1.5, ValueError), (-0.1, ValueError)]
+    ("fraction", "error"),
+    [(1, TypeError), ("0.5", TypeError), (1.5, ValueError), (-0.1, ValueError)],
 )
 def test_invalid_fraction_raises(fraction: object, error: type[Exception]):
     with pytest.raises(error, match="fraction"):
@@ -230,7 +231,9 @@ HOST_KEYS = {
 def test_host_stats_have_cudas_keys():
     assert set(torch.openreg.host_memory_stats()) == HOST_KEYS
     nested = torch.openreg.host_memory_stats_as_nested_dict()
-    assert nested["allocations"]["current"] == torch.openreg.host_memory_stats()["allocations.current"]
+    assert (
+        nested["allocations"]["current"] == torch.openreg.host_memory_stats()["allocations.current"]
+    )
 
 
 def test_host_stats_follow_pinned_allocations():

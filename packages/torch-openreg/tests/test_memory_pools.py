@@ -74,7 +74,9 @@ def test_pool_blocks_serve_only_the_pool():
     ("operation", "reference"),
     [
         pytest.param(lambda x: x * 2 + 1, lambda x: x * 2 + 1, id="queued"),
-        pytest.param(lambda x: torch.nonzero(x > 0), lambda x: torch.nonzero(x > 0), id="synchronous"),
+        pytest.param(
+            lambda x: torch.nonzero(x > 0), lambda x: torch.nonzero(x > 0), id="synchronous"
+        ),
         pytest.param(lambda x: x.to("openreg:0", copy=True), lambda x: x, id="copy"),
     ],
 )
@@ -185,7 +187,9 @@ def test_training_step_in_a_pool_matches_cpu():
     cpu_loss.backward()
     cpu_grads = [p.grad.clone() for p in model.parameters()]
 
-    device_model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    device_model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)
+    )
     with torch.no_grad():
         for target, source in zip(device_model.parameters(), reference, strict=True):
             target.copy_(source)

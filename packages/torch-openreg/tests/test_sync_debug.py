@@ -84,7 +84,9 @@ NOT_SYNCHRONIZING: dict[str, Callable[[torch.Tensor], object]] = {
     "integer_index": lambda x: x[torch.tensor([1, 0]).to("openreg", non_blocking=True)],
     "device_to_device": lambda x: x.clone().copy_(x),
     "to_cpu_non_blocking": lambda x: x.to("cpu", non_blocking=True),
-    "from_pinned_non_blocking": lambda x: torch.ones(4).pin_memory().to("openreg", non_blocking=True),
+    "from_pinned_non_blocking": lambda x: (
+        torch.ones(4).pin_memory().to("openreg", non_blocking=True)
+    ),
     "device_synchronize": lambda x: torch.openreg.synchronize(),
     "event_synchronize": lambda x: torch.openreg.current_stream().record_event().synchronize(),
     # Python turns `x[mask] = scalar` into masked_fill_, which needs no sizes.

@@ -274,7 +274,7 @@ _SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
 
 
 def set_sync_debug_mode(debug_mode: int | str) -> None:
-    """Warn (1, "warn") or raise (2, "error") on calls that wait for the device; 0/"default": neither.
+    """Warn (1, "warn") or raise (2, "error") on calls that wait for the device (0, "default": no).
 
     Like torch.cuda's: ``.item()``, ``.cpu()`` and other blocking copies between
     host and device, operators whose result size or value depends on tensor data
