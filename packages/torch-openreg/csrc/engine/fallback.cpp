@@ -290,7 +290,8 @@ bool indexesWithMask(const c10::ArrayRef<c10::IValue> arguments) {
 // and they synchronize on CUDA too. Other synchronous plans (views, operators
 // without a meta kernel, first calls) are this backend's choice, not a
 // synchronization the program asked for.
-bool resultNeedsDeviceData(const c10::OperatorHandle& op, const c10::ArrayRef<c10::IValue> arguments) {
+bool resultNeedsDeviceData(const c10::OperatorHandle& op,
+                           const c10::ArrayRef<c10::IValue> arguments) {
   const std::string& name = op.schema().name();
   if (name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||
       name == "aten::_index_put_impl_") {
@@ -299,9 +300,11 @@ bool resultNeedsDeviceData(const c10::OperatorHandle& op, const c10::ArrayRef<c1
   return op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output);
 }
 
-void checkDataDependentCall(const c10::OperatorHandle& op, const c10::ArrayRef<c10::IValue> arguments) {
+void checkDataDependentCall(const c10::OperatorHandle& op,
+                            const c10::ArrayRef<c10::IValue> arguments) {
   if (syncDebugMode() == SyncDebugMode::Default || !resultNeedsDeviceData(op, arguments)) return;
-  const std::string what = op.schema().operator_name().name + " (its result depends on tensor data)";
+  const std::string what =
+      op.schema().operator_name().name + " (its result depends on tensor data)";
   checkSynchronization(what.c_str());
 }
 
@@ -347,7 +350,8 @@ void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/
     // The same device rules as the default mode (cpu_fallback would copy
     // tensors of any devices to the host without complaint).
     const size_t argumentCount = op.schema().arguments().size();
-    const c10::ArrayRef<c10::IValue> arguments(stack->data() + stack->size() - argumentCount, argumentCount);
+    const c10::ArrayRef<c10::IValue> arguments(stack->data() + stack->size() - argumentCount,
+                                               argumentCount);
     findDevice(op, arguments);
     checkDataDependentCall(op, arguments);
     // Its copies through the host are how this mode runs every operator.

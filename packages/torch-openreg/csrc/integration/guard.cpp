@@ -34,6 +34,18 @@ void GuardImpl::uncheckedSetDevice(c10::Device device) const noexcept {
 
 c10::DeviceIndex GuardImpl::deviceCount() const noexcept { return torch_openreg::deviceCount(); }
 
+// The dtypes the CPU's conversion kernels handle (bit positions in
+// c10::DeviceCapability follow ScalarType's values).
+// clang-format off
+constexpr c10::ScalarType kConvertibleTypes[] = {
+    c10::kByte, c10::kChar, c10::kShort, c10::kInt, c10::kLong,
+    c10::kUInt16, c10::kUInt32, c10::kUInt64, c10::kBool,
+    c10::kHalf, c10::kFloat, c10::kDouble, c10::kBFloat16,
+    c10::kComplexHalf, c10::kComplexFloat, c10::kComplexDouble, c10::kBComplex32,
+    c10::kFloat8_e5m2, c10::kFloat8_e4m3fn, c10::kFloat8_e5m2fnuz, c10::kFloat8_e4m3fnuz,
+    c10::kFloat8_e8m0fnu};
+// clang-format on
+
 c10::DeviceCapability GuardImpl::getDeviceCapability(c10::Device device) const {
   checkType(device);
   resolveDevice(device.index());
@@ -44,12 +56,7 @@ c10::DeviceCapability GuardImpl::getDeviceCapability(c10::Device device) const {
   // float4_e2m1fn_x2, which even the CPU cannot convert.
   c10::DeviceCapability capability;
   capability.capability_data.capability_bits = 0;
-  for (const c10::ScalarType type :
-       {c10::kByte, c10::kChar, c10::kShort, c10::kInt, c10::kLong, c10::kUInt16, c10::kUInt32,
-        c10::kUInt64, c10::kBool, c10::kHalf, c10::kFloat, c10::kDouble, c10::kBFloat16,
-        c10::kComplexHalf, c10::kComplexFloat, c10::kComplexDouble, c10::kBComplex32,
-        c10::kFloat8_e5m2, c10::kFloat8_e4m3fn, c10::kFloat8_e5m2fnuz, c10::kFloat8_e4m3fnuz,
-        c10::kFloat8_e8m0fnu}) {
+  for (const c10::ScalarType type : kConvertibleTypes) {
     capability.capability_data.capability_bits |= uint64_t{1} << static_cast<int>(type);
   }
   return capability;

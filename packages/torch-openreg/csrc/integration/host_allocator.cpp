@@ -76,7 +76,8 @@ class HostCache {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [size, blocks] : freeBySize_) {
       for (PinnedBlock* block : blocks) {
-        stats_.host_free_time.increase(timedMicroseconds([&] { succeeded(orFreeHost(block->pointer)); }));
+        stats_.host_free_time.increase(
+            timedMicroseconds([&] { succeeded(orFreeHost(block->pointer)); }));
         stats_.allocations.decrease(1);
         stats_.allocated_bytes.decrease(block->size);
         ++stats_.num_host_free;
@@ -95,7 +96,8 @@ class HostCache {
   void resetAccumulated() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto* stat : counts()) stat->reset_accumulated();
-    for (auto* duration : {&stats_.host_alloc_time, &stats_.host_free_time}) duration->reset_accumulated();
+    for (auto* duration : {&stats_.host_alloc_time, &stats_.host_free_time})
+      duration->reset_accumulated();
     stats_.num_host_alloc = 0;
     stats_.num_host_free = 0;
   }
@@ -109,7 +111,8 @@ class HostCache {
 
  private:
   std::array<c10::CachingAllocator::Stat*, 4> counts() {
-    return {&stats_.active_requests, &stats_.allocations, &stats_.active_bytes, &stats_.allocated_bytes};
+    return {&stats_.active_requests, &stats_.allocations, &stats_.active_bytes,
+            &stats_.allocated_bytes};
   }
 
   PinnedBlock* allocateNew(size_t size) {

@@ -198,14 +198,14 @@ void BlockPool::throwOutOfMemory(size_t requested, size_t segmentSize) {
   const auto all = static_cast<size_t>(StatType::AGGREGATE);
   const size_t reserved = static_cast<size_t>(stats_.reserved_bytes[all].current);
   const size_t inUse = static_cast<size_t>(stats_.allocated_bytes[all].current);
-  TORCH_CHECK_WITH(OutOfMemoryError, !overMemoryLimit(segmentSize), "openreg out of memory on device ",
-                   static_cast<int>(device_), ": tried to allocate ", humanBytes(requested), " (",
-                   requested, " bytes, in a ", humanBytes(segmentSize),
-                   " segment), but the per-process memory fraction ", memoryFraction_,
-                   " (torch.openreg.set_per_process_memory_fraction) allows this process ",
-                   humanBytes(memoryLimit_), " of the device's ", humanBytes(total), ", and ",
-                   humanBytes(reserved), " are reserved by the allocator (", humanBytes(inUse),
-                   " in use by tensors). Free tensors you no longer need, or raise the fraction.");
+  TORCH_CHECK_WITH(
+      OutOfMemoryError, !overMemoryLimit(segmentSize), "openreg out of memory on device ",
+      static_cast<int>(device_), ": tried to allocate ", humanBytes(requested), " (", requested,
+      " bytes, in a ", humanBytes(segmentSize), " segment), but the per-process memory fraction ",
+      memoryFraction_, " (torch.openreg.set_per_process_memory_fraction) allows this process ",
+      humanBytes(memoryLimit_), " of the device's ", humanBytes(total), ", and ",
+      humanBytes(reserved), " are reserved by the allocator (", humanBytes(inUse),
+      " in use by tensors). Free tensors you no longer need, or raise the fraction.");
   TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device ", static_cast<int>(device_),
                    ": tried to allocate ", humanBytes(requested), " (", requested, " bytes, in a ",
                    humanBytes(segmentSize), " segment); ", humanBytes(static_cast<size_t>(stats_.allocated_bytes[all].current)),
@@ -479,7 +479,9 @@ void BlockPool::resetPeakStats() {
   forEachStat(stats_, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 
-void beginAllocateToPool(c10::DeviceIndex device, PoolId id) { threadRoutes.emplace_back(device, id); }
+void beginAllocateToPool(c10::DeviceIndex device, PoolId id) {
+  threadRoutes.emplace_back(device, id);
+}
 
 void endAllocateToPool(c10::DeviceIndex device, PoolId id) {
   for (auto route = threadRoutes.rbegin(); route != threadRoutes.rend(); ++route) {
@@ -488,13 +490,14 @@ void endAllocateToPool(c10::DeviceIndex device, PoolId id) {
       return;
     }
   }
-  TORCH_CHECK(false, "openreg: this thread is not allocating to memory pool (", id.first, ", ", id.second,
-              ") on device ", static_cast<int>(device), " (end without begin)");
+  TORCH_CHECK(false, "openreg: this thread is not allocating to memory pool (", id.first, ", ",
+              id.second, ") on device ", static_cast<int>(device), " (end without begin)");
 }
 
 PoolRoutes currentPoolRoutes() { return threadRoutes; }
 
-PoolRoutesScope::PoolRoutesScope(PoolRoutes routes) : saved_(std::exchange(threadRoutes, std::move(routes))) {}
+PoolRoutesScope::PoolRoutesScope(PoolRoutes routes)
+    : saved_(std::exchange(threadRoutes, std::move(routes))) {}
 
 PoolRoutesScope::~PoolRoutesScope() { threadRoutes = std::move(saved_); }
 

@@ -28,8 +28,9 @@
 // allocates from is thread-local; a synchronous kernel adopts its caller's.
 #pragma once
 
-#include <c10/core/CachingDeviceAllocator.h>
 #include <openreg.h>
+
+#include <c10/core/CachingDeviceAllocator.h>
 
 #include <map>
 #include <memory>

@@ -60,8 +60,9 @@ orStream_t streamOf(c10::DeviceIndex device, intptr_t handle) {
   if (handle == 0) return nativeHandle(defaultStream(device));
   auto* stream = reinterpret_cast<orStream_t>(handle);
   int streamDevice = -1;
-  TORCH_CHECK_VALUE(succeeded(orStreamGetDevice(stream, &streamDevice)), "stream handle ", handle,
-                    " is not an openreg stream: pass a torch.openreg.Stream (or 0 for the default stream)");
+  TORCH_CHECK_VALUE(
+      succeeded(orStreamGetDevice(stream, &streamDevice)), "stream handle ", handle,
+      " is not an openreg stream: pass a torch.openreg.Stream (or 0 for the default stream)");
   TORCH_CHECK_VALUE(streamDevice == device, "the stream belongs to openreg device ", streamDevice,
                     ", not to device ", static_cast<int>(device), " where the memory is allocated");
   return stream;
@@ -124,13 +125,14 @@ void bindMemoryControls(py::module_& m) {
   });
   m.def("_caching_allocator_alloc", [](size_t size, int device, intptr_t stream) {
     const c10::DeviceIndex index = checkedDevice(static_cast<c10::DeviceIndex>(device));
-    return reinterpret_cast<intptr_t>(deviceAllocator().rawAllocate(index, size, streamOf(index, stream)));
+    return reinterpret_cast<intptr_t>(
+        deviceAllocator().rawAllocate(index, size, streamOf(index, stream)));
   });
-  m.def("_caching_allocator_delete", [](intptr_t pointer) {
-    deviceAllocator().rawDelete(reinterpret_cast<void*>(pointer));
-  });
+  m.def("_caching_allocator_delete",
+        [](intptr_t pointer) { deviceAllocator().rawDelete(reinterpret_cast<void*>(pointer)); });
   m.def("_stream_handle", [](int64_t streamId, int device) {
-    const c10::Stream stream(c10::Stream::UNSAFE, openregDevice(static_cast<c10::DeviceIndex>(device)), streamId);
+    const c10::Stream stream(c10::Stream::UNSAFE,
+                             openregDevice(static_cast<c10::DeviceIndex>(device)), streamId);
     return reinterpret_cast<intptr_t>(nativeHandle(stream));
   });
   m.def("_private_pool_stats", [](int device) {
@@ -151,15 +153,19 @@ void bindMemoryControls(py::module_& m) {
              return std::make_unique<MemPool>(PoolOptions{useOnOom, noSplit});
            }),
            py::arg("use_on_oom") = false, py::arg("no_split") = false)
-      .def_property_readonly("id", [](const MemPool& pool) {
-        return py::make_tuple(pool.id().first, pool.id().second);
-      }, "The pool's id, (0, n).")
-      .def_property_readonly("device", [](const MemPool& pool) { return static_cast<int>(pool.device()); },
-                             "The openreg device that was current when the pool was created.")
-      .def("use_count", &MemPool::useCount, "MemPool objects and use_mem_pool scopes using the pool.")
-      .def("_begin_allocate", [](const MemPool& pool, int device) {
-        pool.beginAllocating(static_cast<c10::DeviceIndex>(device));
-      })
+      .def_property_readonly(
+          "id",
+          [](const MemPool& pool) { return py::make_tuple(pool.id().first, pool.id().second); },
+          "The pool's id, (0, n).")
+      .def_property_readonly(
+          "device", [](const MemPool& pool) { return static_cast<int>(pool.device()); },
+          "The openreg device that was current when the pool was created.")
+      .def("use_count", &MemPool::useCount,
+           "MemPool objects and use_mem_pool scopes using the pool.")
+      .def("_begin_allocate",
+           [](const MemPool& pool, int device) {
+             pool.beginAllocating(static_cast<c10::DeviceIndex>(device));
+           })
       .def("_end_allocate", [](const MemPool& pool, int device) {
         pool.endAllocating(static_cast<c10::DeviceIndex>(device));
       });
