@@ -155,6 +155,7 @@ def test_nested_scopes_innermost_wins():
         c = torch.empty(4 * MiB, dtype=torch.uint8, device="openreg")
     assert _pool_reserved(inner) == 2 * MiB  # one small segment: b
     assert _pool_reserved(outer) > 2 * MiB  # a's small segment and c's large one
+    assert "Allocated memory" in torch.openreg.memory_summary()
     del a, b, c
 
 

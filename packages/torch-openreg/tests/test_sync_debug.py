@@ -191,3 +191,29 @@ def _current_line() -> int:
     frame = inspect.currentframe()
     assert frame is not None and frame.f_back is not None
     return frame.f_back.f_lineno
+
+
+def test_copy_fallback_mode_warns_only_for_the_call(run_python):
+    # OPENREG_FALLBACK=copy runs every operator through host copies; those are
+    # its implementation and must not warn, the data-dependent call must.
+    result = run_python(
+        """
+        import warnings, torch, torch_openreg
+        x = torch.arange(6.0).to("openreg")
+        torch.openreg.synchronize()
+        torch.openreg.set_sync_debug_mode("warn")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y = x * 2 + 1
+            z = torch.nonzero(y > 4)
+        torch.openreg.set_sync_debug_mode("default")
+        print([str(w.message).split("operation: ")[1].split(" ")[0]
+               for w in caught if "synchronizing openreg" in str(w.message)])
+        print(z.cpu().flatten().tolist())
+        """,
+        OPENREG_FALLBACK="copy",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[-2] == "['aten::nonzero']"
+    assert lines[-1] == [2, 3, 4, 5].__repr__()
