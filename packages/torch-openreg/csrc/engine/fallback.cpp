@@ -26,6 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/environment.h"
 #include "integration/device_allocator.h"
@@ -36,6 +37,7 @@
 #include "engine/launch_context.h"
 #include "engine/operator_plan.h"
 #include "engine/plan.h"
+#include "engine/race_detector.h"
 #include "engine/tensor_layout.h"
 
 namespace torch_openreg {
@@ -270,6 +272,46 @@ std::vector<c10::IValue> runFirstCall(const c10::OperatorHandle& op, const Argum
   return results;
 }
 
+// ---- Race detection (OPENREG_DEBUG=races) ------------------------------------
+
+// The schema says what an operator does with its tensors: arguments it
+// mutates are written, other tensor arguments read.
+void checkOperatorAccesses(const c10::OperatorHandle& op, const Arguments& arguments, const c10::Stream& stream) {
+  std::vector<at::Tensor> reads, writes;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const bool write = isMutable(op.schema().arguments()[i]);
+    mapTensors(arguments[i], [&](const at::Tensor& tensor) {
+      (write ? writes : reads).push_back(tensor);
+      return tensor;
+    });
+  }
+  checkLaunch(c10::toString(op.operator_name()), stream, reads, writes);
+}
+
+// New results are written by the launch; results sharing memory with an
+// argument (views, mutated arguments) were checked as arguments.
+void recordNewResults(const c10::OperatorHandle& op, const Arguments& arguments,
+                      const std::vector<c10::IValue>& results, const c10::Stream& stream) {
+  std::vector<const void*> argumentMemory;
+  for (const c10::IValue& argument : arguments) {
+    mapTensors(argument, [&](const at::Tensor& tensor) {
+      if (tensor.defined() && tensor.has_storage()) argumentMemory.push_back(tensor.storage().data());
+      return tensor;
+    });
+  }
+  std::vector<at::Tensor> written;
+  for (const c10::IValue& result : results) {
+    mapTensors(result, [&](const at::Tensor& tensor) {
+      const bool fresh = tensor.defined() && tensor.has_storage() &&
+                         std::find(argumentMemory.begin(), argumentMemory.end(), tensor.storage().data()) ==
+                             argumentMemory.end();
+      if (fresh) written.push_back(tensor);
+      return tensor;
+    });
+  }
+  recordResults(c10::toString(op.operator_name()), stream, written);
+}
+
 // ---- Dispatch ----------------------------------------------------------------
 
 void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -277,6 +319,8 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Arguments arguments(stack->end() - argumentCount, stack->end());
   const LaunchContext launch = LaunchContext::forDevice(findDevice(op, arguments));
   const PlanTicket ticket = planOperatorCall(op, arguments);
+  const bool checkRaces = debugModeOn(kDebugRaces);
+  if (checkRaces) checkOperatorAccesses(op, arguments, launch.stream);
   std::vector<c10::IValue> results;
   if (ticket.firstCall()) {
     results = runFirstCall(op, arguments, launch, ticket);
@@ -285,6 +329,7 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   } else {
     results = launchPlanned(op, arguments, launch, ticket.plan);
   }
+  if (checkRaces) recordNewResults(op, arguments, results, launch.stream);
   torch::jit::drop(*stack, argumentCount);
   for (c10::IValue& result : results) stack->push_back(std::move(result));
 }

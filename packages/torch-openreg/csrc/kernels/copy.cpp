@@ -13,9 +13,12 @@
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
+#include "base/debug_modes.h"
 #include "integration/host_allocator.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
+#include "engine/race_detector.h"
+#include "base/runtime_check.h"
 #include "integration/stream.h"
 
 namespace torch_openreg {
@@ -35,11 +38,14 @@ void checkCopyable(const at::Tensor& tensor, const char* role) {
 // the copy has run); device tensors as aliases (stream order protects them).
 void copyOnDevice(const at::Tensor& source, const at::Tensor& destination, c10::DeviceIndex device,
                   bool waitForIt) {
+  const bool checkRaces = debugModeOn(kDebugRaces);
+  if (checkRaces) checkLaunch("aten::copy_", currentStream(device), {source}, {destination});
   KernelContext context(device);
   const at::Tensor from = context.alias(source);
   const at::Tensor to = context.alias(destination);
   if (waitForIt) {
     runOnDevice(device, [&] { to.copy_(from); });
+    if (checkRaces) hostWaitedFor(currentStream(device));  // a blocking copy synchronizes, as on CUDA
   } else {
     launchOnDevice(device, [from, to] { to.copy_(from); });
   }
@@ -68,7 +74,13 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlock
   } else if (isOpenReg(dst)) {
     copyOnDevice(self, dst, dst.device().index(), !(nonBlocking && isPinned(self)));
   } else {
-    copyOnDevice(self, dst, self.device().index(), !(nonBlocking && isPinned(dst)));
+    const bool asynchronous = nonBlocking && isPinned(dst);
+    // Chaos scheduling: the host may read the copy only after synchronizing,
+    // so it completes as late as that allows.
+    if (asynchronous && debugModeOn(kDebugChaos)) {
+      OPENREG_CHECK(orDebugHoldStream(nativeHandle(currentStream(self.device().index()))));
+    }
+    copyOnDevice(self, dst, self.device().index(), !asynchronous);
   }
   return dst;
 }
@@ -81,10 +93,13 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 at::Scalar localScalarDense(const at::Tensor& self) {
   at::Scalar value;
   const c10::DeviceIndex device = self.device().index();
+  const bool checkRaces = debugModeOn(kDebugRaces);
+  if (checkRaces) checkLaunch("aten::_local_scalar_dense (.item())", currentStream(device), {self}, {});
   runOnDevice(device, [&] {
     KernelContext context(device);
     value = at::_local_scalar_dense(context.alias(self));
   });
+  if (checkRaces) hostWaitedFor(currentStream(device));
   return value;
 }
 

@@ -13,7 +13,7 @@ from types import TracebackType
 import torch
 
 from .. import _C
-from . import _utils, amp
+from . import _utils, amp, debug
 from ._utils import DeviceLike, _get_device_index
 from .memory import (
     empty_cache,
@@ -221,6 +221,7 @@ __all__ = [
     "StreamContext",
     "_utils",
     "amp",
+    "debug",
     "current_device",
     "current_stream",
     "default_stream",
