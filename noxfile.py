@@ -102,6 +102,7 @@ nox.options.sessions = [
     "wheels",
     "runtime",
     "binding",
+    "checked",
     "distributed",
     "sanitize",
     "wheels",
@@ -176,6 +177,20 @@ def binding(session: nox.Session) -> None:
     # The benchmark runner's own logic (pooling, load readings, the chart from a stored
     # results file); it needs torch and matplotlib, not timing.
     session.run("pytest", "benchmarks/tests", *session.posargs)
+
+
+@nox.session(python=PYTHON, requires=["wheels"])
+def checked(session: nox.Session) -> None:
+    """The binding suite with OPENREG_DEBUG=races,poison through the pytest plugin.
+
+    No false positives: a stream race reported during any test fails it, and poisoned
+    allocations must not change any result (issue 19, docs/debug-modes.md).
+    """
+    install_built(session, "manual")
+    session.run(
+        "pytest", "packages/torch-openreg/tests", "--ignore-glob=*/test_distributed*",
+        "-p", "torch_openreg.pytest_plugin", "--openreg-debug=races,poison", *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON, requires=["wheels"])

@@ -74,16 +74,21 @@ def test_wait_stream_fixes_it(races: None) -> None:
     expect_clean(lambda: missing_wait_stream(fixed=True))
 
 
+# The programs that free memory give the freed tensor a size of its own, so the
+# allocator's best fit hands exactly its block to the next tensor of that size.
+FREED = N + 384
+
+
 def missing_record_stream(fixed: bool = False) -> torch.Tensor:
     side = torch.openreg.Stream()
-    x = torch.ones(N, device="openreg")
+    x = torch.ones(FREED, device="openreg")
     side.wait_stream(torch.openreg.current_stream())
     with torch.openreg.stream(side):
         y = x * 2  # x is used on the side stream...
     if fixed:
         x.record_stream(side)
     del x  # ...and freed on the default stream
-    torch.zeros(N, device="openreg")  # reuses x's memory on the default stream
+    torch.zeros(FREED, device="openreg")  # reuses x's memory on the default stream
     return y
 
 
@@ -98,16 +103,16 @@ def test_record_stream_fixes_it(races: None) -> None:
 def use_after_del_on_main(fixed: bool = False) -> torch.Tensor:
     """A side stream's queued work still reads a tensor the main stream dropped."""
     side = torch.openreg.Stream()
-    a = torch.randn(N, device="openreg")
+    a = torch.randn(FREED + 128, device="openreg")
     b = torch.randn(N, device="openreg")
     side.wait_stream(torch.openreg.current_stream())
     with torch.openreg.stream(side):
-        total = a.sum()
+        a.sum()
     if fixed:
         torch.openreg.current_stream().wait_stream(side)
     del a
-    c = b + 1  # its output takes a's memory on the main stream
-    return c + total
+    c = torch.cat([b, b[:128]]) + 1  # a's size: its output takes a's memory on the main stream
+    return c
 
 
 def test_use_on_side_stream_after_del_is_caught_every_time(races: None) -> None:
@@ -213,9 +218,10 @@ def test_report_mode_warns_and_keeps_the_report() -> None:
 
 def test_nothing_is_checked_when_off() -> None:
     debug.clear_race_reports()
-    assert "races" not in debug.get_modes()
-    missing_wait_stream()
-    torch.openreg.synchronize()
+    with debug.enabled():
+        debug.disable("races")
+        missing_wait_stream()
+        torch.openreg.synchronize()
     assert debug.race_report_count() == 0
 
 
@@ -275,12 +281,15 @@ def test_poison_mask_of_bool_and_complex(poison: None) -> None:
 
 
 def test_modes_api_round_trip() -> None:
+    initial = debug.get_modes()  # nox -s checked runs the suite with modes on
+    debug.set_modes()
     assert debug.get_modes() == frozenset()
     with debug.enabled("poison", "races"):
         assert debug.get_modes() == {"poison", "races"}
         debug.disable("poison")
         assert debug.get_modes() == {"races"}
     assert debug.get_modes() == frozenset()
+    debug.set_modes(*initial)
     with pytest.raises(ValueError, match="unknown openreg debug mode.*'race'.*choose from"):
         debug.set_modes("race")
     with pytest.raises(ValueError, match="race action must be one of"):
@@ -360,14 +369,13 @@ MISSING_WAIT_UNDER_CHAOS = """
 import torch, torch_openreg
 outcomes = []
 side = torch.openreg.Stream()
-for i in range(40):
-    x = torch.zeros(1 << 14, device="openreg")
-    x.fill_(1.0)
+for i in range(1, 41):
+    x = torch.full((1 << 14,), float(i), device="openreg")  # a new value each time
     with torch.openreg.stream(side):
         y = x * 2  # bug: no side.wait_stream(...)
     torch.openreg.synchronize()
-    outcomes.append(int(y[0].item()))
-print("outcomes", "".join(map(str, outcomes)))
+    outcomes.append("R" if y[0].item() == 2 * i else "W")  # right or wrong
+print("outcomes", "".join(outcomes))
 """
 
 
@@ -376,7 +384,7 @@ def test_chaos_outcome_is_replayed_by_its_seed() -> None:
     for result in runs:
         assert result.returncode == 0, result.stderr
     first, second = (r.stdout.split("outcomes ")[1].strip() for r in runs)
-    assert "0" in first  # the bug shows as a wrong value (x read before it was filled)
+    assert "W" in first  # the bug shows as a wrong value (x read before it was filled)
     assert first == second
 
 
@@ -428,7 +436,7 @@ def test_pytest_plugin_fails_a_racing_test(tmp_path: pytest.TempPathFactory) -> 
         )
     )
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "torch_openreg.pytest_plugin",
+        [sys.executable, "-m", "pytest", "-p", "torch_openreg.pytest_plugin",
          "--openreg-debug=races,poison", "-W", "ignore::UserWarning", str(test_file)],
         env=clean_environment(),
         capture_output=True,

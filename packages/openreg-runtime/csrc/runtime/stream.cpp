@@ -79,8 +79,9 @@ uint64_t Stream::enqueue(Work work) {
     waitForQueueSpaceLocked(lock);
     check(!closing_, orErrorInvalidResourceHandle, "the stream was destroyed while waiting");
   }
-  queue_.push_back(std::move(work));
   const uint64_t sequence = enqueued_.load(std::memory_order_relaxed) + 1;
+  if (chaos::enabled()) work = underChaos(std::move(work), sequence);
+  queue_.push_back(std::move(work));
   enqueued_.store(sequence, std::memory_order_release);
   if (workerSleeping_) workAvailable_.notify_one();
   return sequence;
@@ -137,7 +138,6 @@ bool Stream::takeNext(Work& work) {
 }
 
 void Stream::runOne(Work& work) {
-  if (chaos::enabled()) applyChaos(completed_.load(std::memory_order_relaxed) + 1);
   std::optional<std::string> failure;
   currentWorkFailure = &failure;
   try {
@@ -180,26 +180,51 @@ void Stream::noteDemand(uint64_t sequence) {
 // mode, and polling keeps the waiters' fast paths untouched.
 void Stream::holdUntilWaited(std::chrono::milliseconds cap) {
   const uint64_t next = completed_.load(std::memory_order_relaxed) + 2;  // the work after this one
+  chaos::settle(chaos::currentTicket());  // held work does not block later work
   const auto deadline = std::chrono::steady_clock::now() + cap;
   while (demanded_.load(std::memory_order_relaxed) < next && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
-void Stream::applyChaos(uint64_t sequence) {
-  const chaos::Hold hold = chaos::decide(device_, number_, sequence);
-  if (hold.untilWaited) {
-    const auto deadline = std::chrono::steady_clock::now() + chaos::kRandomHoldCap;
-    while (demanded_.load(std::memory_order_relaxed) < sequence && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+// Work enqueued under chaos scheduling: it takes its turn in launch order,
+// unless the seed holds it (then it settles at once and waits for a waiter).
+//
+// A held piece that is waited for runs after everything launched before the
+// wait (it takes a new ticket then): what it should have preceded has run
+// without it, deterministically.
+Stream::Work Stream::underChaos(Work work, uint64_t sequence) {
+  const uint64_t ticket = chaos::takeTicket(this);
+  const bool held = chaos::decide(device_, number_, sequence).untilWaited;
+  return [this, ticket, held, sequence, work = std::move(work)] {
+    uint64_t turn = ticket;
+    if (held) {
+      chaos::settle(ticket);
+      const auto deadline = std::chrono::steady_clock::now() + chaos::kRandomHoldCap;
+      while (demanded_.load(std::memory_order_relaxed) < sequence && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      turn = chaos::takeTicket(this);
     }
-  } else if (hold.delay.count() > 0) {
-    std::this_thread::sleep_for(hold.delay);
-  }
+    chaos::waitForTurn(turn, this);
+    chaos::currentTicket() = turn;
+    struct Settle {
+      uint64_t ticket;
+      ~Settle() {
+        chaos::settle(ticket);
+        chaos::currentTicket() = 0;
+      }
+    } settleAtEnd{turn};
+    work();
+  };
 }
 
 void Stream::waitFor(uint64_t sequence) {
-  if (chaos::enabled()) noteDemand(sequence);
+  if (chaos::enabled()) {
+    noteDemand(sequence);
+    // Work waiting for other work (an event wait) must not hold up what it waits for.
+    if (workerOf != nullptr) chaos::settle(chaos::currentTicket());
+  }
   if (spinUntil([&] { return isComplete(sequence); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   ++sleepingWaiters_;

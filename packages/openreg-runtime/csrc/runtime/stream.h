@@ -72,7 +72,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void runOne(Work& work);
   void waitForQueueSpaceLocked(std::unique_lock<std::mutex>& lock);
   void wakeCompletionWaitersLocked();
-  void applyChaos(uint64_t sequence);
+  Work underChaos(Work work, uint64_t sequence);
 
   const int device_;
   const int priority_;

@@ -81,8 +81,13 @@ std::shared_ptr<const PythonStack> captureStack() {
   return stack;
 }
 
+// Frames of torch, torch_openreg and the test runner say nothing about the
+// user's bug.
 bool isLibraryFile(const std::string& file) {
-  return file.find("/torch/") != std::string::npos || file.find("/torch_openreg/") != std::string::npos;
+  for (const char* library : {"/torch/", "/torch_openreg/", "/_pytest/", "/pluggy/"}) {
+    if (file.find(library) != std::string::npos) return true;
+  }
+  return false;
 }
 
 // The innermost frames outside torch and torch_openreg, outermost first, as

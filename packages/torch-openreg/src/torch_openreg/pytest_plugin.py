@@ -57,6 +57,7 @@ class _DebugModes:
         import torch_openreg  # noqa: F401  (registers torch.openreg)
 
         self.debug = torch.openreg.debug
+        self.torch = torch
         self.debug.set_modes(*(self.debug.get_modes() | set(modes)))
         if seed is not None:
             if "chaos" not in self.debug.get_modes():
@@ -67,6 +68,11 @@ class _DebugModes:
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         before = self.debug.race_report_count()
         result = yield
+        # Waiting for the devices ends the test's work: a race of memory it
+        # leaves behind is not blamed on the next test.
+        openreg = self.torch.openreg
+        for index in range(openreg.device_count()):
+            openreg.synchronize(index)
         raced = self.debug.race_report_count() - before
         if raced > 0 and item.get_closest_marker("openreg_races_expected") is None:
             reports = self.debug.race_reports()[-raced:]
