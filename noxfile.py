@@ -184,12 +184,14 @@ def checked(session: nox.Session) -> None:
     """The binding suite with OPENREG_DEBUG=races,poison through the pytest plugin.
 
     No false positives: a stream race reported during any test fails it, and poisoned
-    allocations must not change any result (issue 19, docs/debug-modes.md).
+    allocations must not change any result (issue 19, docs/debug-modes.md). The variables
+    also reach the suite's worker processes (the OpInfo sweep), where a race raises.
     """
     install_built(session, "manual")
     session.run(
         "pytest", "packages/torch-openreg/tests", "--ignore-glob=*/test_distributed*",
         "-p", "torch_openreg.pytest_plugin", "--openreg-debug=races,poison", *session.posargs,
+        env={"OPENREG_DEBUG": "races,poison", "OPENREG_DEBUG_RACES": "error"},
     )  # fmt: skip
 
 

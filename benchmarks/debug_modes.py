@@ -34,10 +34,17 @@ def run(settings: Settings) -> list[Figure]:
         for mode, target in TARGETS.items():
             model, make_optimizer, data, loss_fn = make()
             plain = training._step_fn(model, make_optimizer, data, loss_fn, "openreg")
-            checked = _checked(training._step_fn(model, make_optimizer, data, loss_fn, "openreg"), mode)
+            checked = _checked(
+                training._step_fn(model, make_optimizer, data, loss_fn, "openreg"), mode
+            )
             batch = training.BATCH_SECONDS * settings.min_batch_seconds / MIN_BATCH_SECONDS
             pair = compare(
-                checked, plain, torch.openreg.synchronize, settings, warmup=3, min_batch_seconds=batch
+                checked,
+                plain,
+                torch.openreg.synchronize,
+                settings,
+                warmup=3,
+                min_batch_seconds=batch,
             )
             name = f"{model_name}, OPENREG_DEBUG={mode} / off"
             raw = {"model": model_name, "mode": mode}

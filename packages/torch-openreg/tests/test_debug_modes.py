@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import torch
-
 from conftest import clean_environment
 
 debug = torch.openreg.debug
@@ -67,7 +66,9 @@ def missing_wait_stream(fixed: bool = False) -> torch.Tensor:
 
 
 def test_missing_wait_stream_is_caught_every_time(races: None) -> None:
-    expect_race(missing_wait_stream, "wait_stream", "read-after-write", "aten::mul", "missing_wait_stream")
+    expect_race(
+        missing_wait_stream, "wait_stream", "read-after-write", "aten::mul", "missing_wait_stream"
+    )
 
 
 def test_wait_stream_fixes_it(races: None) -> None:
@@ -201,7 +202,10 @@ def test_disjoint_halves_on_two_streams_do_not_race(races: None) -> None:
 
 def test_report_mode_warns_and_keeps_the_report() -> None:
     debug.clear_race_reports()
-    with debug.enabled("races", races="report"), pytest.warns(UserWarning, match="openreg stream race"):
+    with (
+        debug.enabled("races", races="report"),
+        pytest.warns(UserWarning, match="openreg stream race"),
+    ):
         missing_wait_stream()
     torch.openreg.synchronize()
     reports = debug.race_reports()
@@ -209,7 +213,9 @@ def test_report_mode_warns_and_keeps_the_report() -> None:
     report = reports[0]
     assert "tensor: shape [65536], dtype Float, device openreg:0" in report
     assert "this access: aten::mul.Tensor reads it on stream" in report
-    assert "previous access: aten::fill_.Scalar wrote it on the default stream of openreg:0" in report
+    assert (
+        "previous access: aten::fill_.Scalar wrote it on the default stream of openreg:0" in report
+    )
     assert "test_debug_modes.py" in report and "in missing_wait_stream" in report
     assert "torch.openreg.default_stream(0)" in report
     debug.clear_race_reports()
@@ -229,7 +235,14 @@ def test_nothing_is_checked_when_off() -> None:
 
 
 def test_empty_is_poisoned(poison: None) -> None:
-    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64):
+    for dtype in (
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.float64,
+        torch.int32,
+        torch.int64,
+    ):
         t = torch.empty(1000, dtype=dtype, device="openreg")
         assert debug.poison_mask(t).all(), dtype
         assert debug.is_poisoned(t)
@@ -290,7 +303,7 @@ def test_modes_api_round_trip() -> None:
         assert debug.get_modes() == {"races"}
     assert debug.get_modes() == frozenset()
     debug.set_modes(*initial)
-    with pytest.raises(ValueError, match="unknown openreg debug mode.*'race'.*choose from"):
+    with pytest.raises(ValueError, match=r"unknown openreg debug mode.*'race'.*choose from"):
         debug.set_modes("race")
     with pytest.raises(ValueError, match="race action must be one of"):
         debug.set_race_action("raise")
@@ -359,7 +372,11 @@ print("wrong", wrong)
 
 
 def test_non_blocking_copy_read_early_is_wrong_every_time() -> None:
-    result = run(NON_BLOCKING_READ.format(repeats=REPEATS), OPENREG_DEBUG="chaos,poison", OPENREG_DEBUG_SEED="7")
+    result = run(
+        NON_BLOCKING_READ.format(repeats=REPEATS),
+        OPENREG_DEBUG="chaos,poison",
+        OPENREG_DEBUG_SEED="7",
+    )
     assert result.returncode == 0, result.stderr
     assert f"wrong {REPEATS}" in result.stdout
     assert "chaos scheduling with seed 7 (replay with OPENREG_DEBUG_SEED=7)" in result.stderr
@@ -380,7 +397,10 @@ print("outcomes", "".join(outcomes))
 
 
 def test_chaos_outcome_is_replayed_by_its_seed() -> None:
-    runs = [run(MISSING_WAIT_UNDER_CHAOS, OPENREG_DEBUG="chaos", OPENREG_DEBUG_SEED="12345") for _ in range(2)]
+    runs = [
+        run(MISSING_WAIT_UNDER_CHAOS, OPENREG_DEBUG="chaos", OPENREG_DEBUG_SEED="12345")
+        for _ in range(2)
+    ]
     for result in runs:
         assert result.returncode == 0, result.stderr
     first, second = (r.stdout.split("outcomes ")[1].strip() for r in runs)
@@ -436,8 +456,17 @@ def test_pytest_plugin_fails_a_racing_test(tmp_path: pytest.TempPathFactory) -> 
         )
     )
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "torch_openreg.pytest_plugin",
-         "--openreg-debug=races,poison", "-W", "ignore::UserWarning", str(test_file)],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "torch_openreg.pytest_plugin",
+            "--openreg-debug=races,poison",
+            "-W",
+            "ignore::UserWarning",
+            str(test_file),
+        ],
         env=clean_environment(),
         capture_output=True,
         text=True,

@@ -54,6 +54,7 @@ class _DebugModes:
 
     def __init__(self, modes: tuple[str, ...], seed: int | None) -> None:
         import torch
+
         import torch_openreg  # noqa: F401  (registers torch.openreg)
 
         self.debug = torch.openreg.debug
@@ -77,7 +78,8 @@ class _DebugModes:
         if raced > 0 and item.get_closest_marker("openreg_races_expected") is None:
             reports = self.debug.race_reports()[-raced:]
             pytest.fail(
-                f"openreg reported {raced} stream race(s) during this test:\n\n" + "\n\n".join(reports),
+                f"openreg reported {raced} stream race(s) during this test:\n\n"
+                + "\n\n".join(reports),
                 pytrace=False,
             )
         return result
@@ -85,7 +87,9 @@ class _DebugModes:
     def pytest_report_header(self) -> str:
         seed = self.debug.chaos_seed()
         modes = ",".join(sorted(self.debug.get_modes()))
-        return f"openreg debug modes: {modes}" + (f" (chaos seed {seed})" if seed is not None else "")
+        return f"openreg debug modes: {modes}" + (
+            f" (chaos seed {seed})" if seed is not None else ""
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:

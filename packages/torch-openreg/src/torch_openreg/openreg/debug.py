@@ -157,7 +157,9 @@ def set_chaos_seed(seed: int) -> None:
     The same seed holds the same work on every run of the same program.
     """
     if "chaos" not in get_modes():
-        raise RuntimeError("chaos scheduling is off: enable it first (torch.openreg.debug.enable('chaos'))")
+        raise RuntimeError(
+            "chaos scheduling is off: enable it first (torch.openreg.debug.enable('chaos'))"
+        )
     if not isinstance(seed, int) or seed <= 0:
         raise ValueError(f"the chaos seed must be a positive integer, got {seed!r}")
     _C._set_chaos(True, seed)
