@@ -433,10 +433,16 @@ void RaceDetector::publish(std::vector<PendingReport>& found) {
       if (reports_.size() > kKeptReports) reports_.pop_front();
     }
     if (first.empty()) first = text;
-    if (!raceErrorsRaise()) TORCH_WARN(text);
+    // Verbatim: the report already says where; no C++ source location appended.
+    if (!raceErrorsRaise()) {
+      c10::warn(c10::Warning(c10::Warning::UserWarning(), c10::SourceLocation{__func__, __FILE__, __LINE__},
+                             text, /*verbatim=*/true));
+    }
   }
   found.clear();
-  TORCH_CHECK(!raceErrorsRaise(), first, "\n(OPENREG_DEBUG_RACES=error raised this; 'report' only warns)");
+  TORCH_CHECK(!raceErrorsRaise(), first,
+              "\n(raised because races are set to 'error' by OPENREG_DEBUG_RACES or "
+              "torch.openreg.debug.set_race_action; 'report' only warns)");
 }
 
 void RaceDetector::streamWaited(const c10::Stream& waiter, const c10::Stream& producer) {
