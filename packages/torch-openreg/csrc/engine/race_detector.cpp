@@ -330,7 +330,9 @@ std::pair<uintptr_t, uintptr_t> byteRange(const at::Tensor& tensor) {
 }
 
 bool tracked(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1 && tensor.has_storage() &&
+  // Nested and sparse tensors have no strides to bound their bytes with: not checked.
+  return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1 &&
+         tensor.layout() == c10::kStrided && !tensor.is_nested() && tensor.has_storage() &&
          tensor.storage().data() != nullptr && tensor.numel() > 0;
 }
 
