@@ -47,6 +47,16 @@ DISTRIBUTED_BINDING_TESTS = (
     "packages/torch-openreg/tests/test_distributed.py",
     "packages/torch-openreg/tests/test_distributed_worlds.py",
 )
+# The binding's test files that also run under the debug modes (`checked` session):
+# streams, events, allocators, asynchronous execution, operators, training.
+CHECKED_TESTS = tuple(
+    f"packages/torch-openreg/tests/test_{name}.py"
+    for name in (
+        "streams", "events", "caching_allocator", "stream_allocator", "async_execution",
+        "training", "autograd", "tensors", "memory", "ops_differential", "mixed_device",
+        "rng", "output_placement", "custom_op",
+    )
+)  # fmt: skip
 # Makes the binding unloadable without importing anything of OpenReg or torch:
 # find_spec on a top-level package locates it without running it.
 BREAK_RUNTIME = """
@@ -102,6 +112,7 @@ nox.options.sessions = [
     "wheels",
     "runtime",
     "binding",
+    "checked",
     "distributed",
     "sanitize",
     "wheels",
@@ -176,6 +187,22 @@ def binding(session: nox.Session) -> None:
     # The benchmark runner's own logic (pooling, load readings, the chart from a stored
     # results file); it needs torch and matplotlib, not timing.
     session.run("pytest", "benchmarks/tests", *session.posargs)
+
+
+@nox.session(python=PYTHON, requires=["wheels"])
+def checked(session: nox.Session) -> None:
+    """Binding tests again with OPENREG_DEBUG=races,poison through the pytest plugin.
+
+    No false positives: a stream race reported during any test fails it, and poisoned
+    allocations must not change any result (docs/debug-modes.md). ``CHECKED_TESTS``
+    lists the test files verified so far; the rest of the suite is not yet.
+    """
+    install_built(session, "manual")
+    session.run(
+        "pytest", *CHECKED_TESTS,
+        "-p", "torch_openreg.pytest_plugin", "--openreg-debug=races,poison", *session.posargs,
+        env={"OPENREG_DEBUG": "races,poison", "OPENREG_DEBUG_RACES": "error"},
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON, requires=["wheels"])

@@ -43,6 +43,16 @@ def _reset_openreg_device() -> Iterator[None]:
     torch.openreg.set_device(0)
 
 
+@pytest.fixture
+def races_off() -> Iterator[None]:
+    """Race detection off for a test that races on purpose (nox -s checked turns it on)."""
+    debug = torch.openreg.debug
+    modes = debug.get_modes()
+    debug.disable("races")
+    yield
+    debug.set_modes(*modes)
+
+
 def clean_environment(**overrides: str) -> dict[str, str]:
     """os.environ without OpenReg variables or Python fault handlers, plus ``overrides``."""
     env = {

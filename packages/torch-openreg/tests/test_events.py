@@ -106,6 +106,7 @@ def test_rerecording_does_not_disturb_a_waiter_on_the_older_record():
 def test_wait_makes_a_stream_wait_for_the_recorded_work():
     producer, consumer = torch.openreg.Stream(), torch.openreg.Stream()
     data = torch.zeros(32, device="openreg")
+    torch.openreg.synchronize()  # the producer uses it (found by OPENREG_DEBUG=races)
     with torch.openreg.stream(producer):
         data.add_(1)
         torch.openreg.synchronize()  # first call of the signature ran; now asynchronous
@@ -160,6 +161,7 @@ def test_event_of_device_one_waited_on_by_device_zero_stream():
 
 def test_event_of_device_one_orders_data_read_on_device_zero():
     source = torch.zeros(16, device="openreg:1")
+    torch.openreg.synchronize(1)  # on_one uses it (found by OPENREG_DEBUG=races)
     on_one = torch.openreg.Stream(device=1)
     with torch.openreg.stream(on_one):
         source.add_(1)

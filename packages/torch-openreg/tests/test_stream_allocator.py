@@ -185,7 +185,7 @@ def test_record_stream_defers_the_release_until_the_work_is_done():
     assert_all(y, 6.0)
 
 
-def test_without_record_stream_the_block_is_reused_at_once():
+def test_without_record_stream_the_block_is_reused_at_once(races_off: None) -> None:
     # The hazard record_stream exists for (same as CUDA): the block goes straight
     # back to the allocating stream, whose new work overwrites it before the
     # other stream's queued kernel has read it.

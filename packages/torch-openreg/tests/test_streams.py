@@ -358,6 +358,7 @@ def test_long_sequence_on_one_stream_matches_cpu():
 
 def _producer_setup() -> tuple[torch.Tensor, torch.openreg.Stream, torch.openreg.Stream]:
     data = torch.zeros(64, device="openreg")
+    torch.openreg.synchronize()  # the side streams below use it (found by OPENREG_DEBUG=races)
     producer, consumer = torch.openreg.Stream(), torch.openreg.Stream()
     with torch.openreg.stream(producer):
         warm(lambda: data.add_(5), lambda: data * 2)
@@ -395,7 +396,7 @@ def test_wait_event_orders_consumer_after_producer():
     torch.testing.assert_close(read_now(result, consumer), torch.full((64,), 10.0), rtol=0, atol=0)
 
 
-def test_without_wait_consumer_sees_pending_producer_work():
+def test_without_wait_consumer_sees_pending_producer_work(races_off: None) -> None:
     data, producer, consumer = _producer_setup()
     with torch.openreg.stream(producer):
         torch.openreg._sleep(SLOW_MS)
@@ -413,6 +414,7 @@ def test_without_wait_consumer_sees_pending_producer_work():
 
 def test_wait_stream_across_devices():
     source = torch.zeros(16, device="openreg:1")
+    torch.openreg.synchronize(1)  # the producer stream uses it (found by OPENREG_DEBUG=races)
     producer = torch.openreg.Stream(device=1)
     consumer = torch.openreg.Stream(device=0)
     with torch.openreg.stream(producer):

@@ -1,6 +1,7 @@
 // api_event.cpp — C entry points for events.
 #include <chrono>
 
+#include "chaos.h"
 #include "errors.h"
 #include "runtime.h"
 
@@ -52,6 +53,7 @@ orError_t orEventQuery(orEvent_t event) {
   return runApi([&] {
     std::shared_ptr<Event::Record> record = Runtime::instance().events().get(event)->latest();
     if (!record) return;
+    if (chaos::enabled()) record->stream->noteDemand(record->sequence);
     check(record->stream->isComplete(record->sequence), orErrorNotReady,
           "the event's work has not completed yet");
   });

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "chaos.h"
 #include "errors.h"
 #include "fault_injection.h"
 #include "pointer_info.h"
@@ -171,6 +172,11 @@ orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind k
     if (plan.count == 0) return;
     // Pageable host memory makes the copy complete before returning.
     if (plan.touchesPageable) refuseInsideStreamWork("orMemcpyAsync with pageable host memory");
+    // Chaos scheduling: an asynchronous copy into host memory completes as
+    // late as allowed, when something waits for it.
+    if (chaos::enabled() && kind == orMemcpyDeviceToHost && !plan.touchesPageable) {
+      target->enqueue([raw = target.get()] { raw->holdUntilWaited(chaos::kHoldPointCap); });
+    }
     submit(*target, copyWorkOrInjectedFault(plan), plan.touchesPageable);
   });
 }

@@ -1,6 +1,7 @@
 // api_stream.cpp — C entry points for streams and host-function launches.
 #include <optional>
 
+#include "chaos.h"
 #include "errors.h"
 #include "fault_injection.h"
 #include "runtime.h"
@@ -65,6 +66,7 @@ orError_t orStreamQuery(orStream_t stream) {
   return runApi([&] {
     std::shared_ptr<Stream> target = Runtime::instance().resolveStream(stream);
     throwPendingFailure(*target);
+    if (chaos::enabled()) target->noteDemand(target->lastEnqueued());
     check(target->idle(), orErrorNotReady, "work on the stream has not completed yet");
   });
 }

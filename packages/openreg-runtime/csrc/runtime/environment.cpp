@@ -9,6 +9,7 @@
 #include <sstream>
 #include <vector>
 
+#include "chaos.h"
 #include "errors.h"
 
 namespace openreg::runtime {
@@ -139,6 +140,7 @@ std::optional<size_t> parseByteSize(const std::string& raw) {
 RuntimeConfig readConfigFromEnvironment() {
   FaultPlan faults{readFaultCalls(FaultKind::Malloc), readFaultCalls(FaultKind::Memcpy),
                    readFaultCalls(FaultKind::Launch)};
+  chaos::configureFromEnvironment();
   return RuntimeConfig{readDeviceCount(), readDeviceMemory(), std::move(faults)};
 }
 

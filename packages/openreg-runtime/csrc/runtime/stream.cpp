@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 
+#include "chaos.h"
 #include "device_registry.h"
 #include "errors.h"
 #include "pending_release.h"
@@ -39,6 +40,8 @@ bool spinUntil(Ready&& ready) {
   }
 }
 
+std::atomic<uint64_t> streamsCreated{0};
+
 // Set while a worker runs one piece of work; orSetKernelError writes here.
 thread_local std::optional<std::string>* currentWorkFailure = nullptr;
 // The stream whose worker this thread is (work may enqueue on its own stream
@@ -62,7 +65,11 @@ void refuseInsideStreamWork(const char* call) {
 }
 
 Stream::Stream(int device, int priority, unsigned flags, bool isDefault)
-    : device_(device), priority_(priority), flags_(flags), isDefault_(isDefault) {}
+    : device_(device),
+      priority_(priority),
+      flags_(flags),
+      isDefault_(isDefault),
+      number_(streamsCreated.fetch_add(1, std::memory_order_relaxed)) {}
 
 uint64_t Stream::enqueue(Work work) {
   std::unique_lock<std::mutex> lock(mutex_);
@@ -72,8 +79,9 @@ uint64_t Stream::enqueue(Work work) {
     waitForQueueSpaceLocked(lock);
     check(!closing_, orErrorInvalidResourceHandle, "the stream was destroyed while waiting");
   }
-  queue_.push_back(std::move(work));
   const uint64_t sequence = enqueued_.load(std::memory_order_relaxed) + 1;
+  if (chaos::enabled()) work = underChaos(std::move(work), sequence);
+  queue_.push_back(std::move(work));
   enqueued_.store(sequence, std::memory_order_release);
   if (workerSleeping_) workAvailable_.notify_one();
   return sequence;
@@ -83,6 +91,7 @@ void Stream::waitForQueueSpaceLocked(std::unique_lock<std::mutex>& lock) {
   // Hysteresis: resuming at the first free slot would cost a wake-up per
   // completed piece of work while the host stays a full queue ahead.
   ++queueSpaceWaiters_;
+  if (chaos::enabled()) noteDemand(enqueued_.load(std::memory_order_relaxed));
   queueSpace_.wait(lock, [&] { return queue_.size() <= kResumeEnqueueAt || closing_; });
   --queueSpaceWaiters_;
 }
@@ -161,7 +170,61 @@ bool Stream::isComplete(uint64_t sequence) {
   return completed_.load(std::memory_order_acquire) >= sequence;
 }
 
+void Stream::noteDemand(uint64_t sequence) {
+  uint64_t known = demanded_.load(std::memory_order_relaxed);
+  while (known < sequence && !demanded_.compare_exchange_weak(known, sequence, std::memory_order_relaxed)) {
+  }
+}
+
+// Holds are polled rather than signalled: chaos scheduling is a debugging
+// mode, and polling keeps the waiters' fast paths untouched.
+void Stream::holdUntilWaited(std::chrono::milliseconds cap) {
+  const uint64_t next = completed_.load(std::memory_order_relaxed) + 2;  // the work after this one
+  chaos::settle(chaos::currentTicket());  // held work does not block later work
+  const auto deadline = std::chrono::steady_clock::now() + cap;
+  while (demanded_.load(std::memory_order_relaxed) < next && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+// Work enqueued under chaos scheduling: it takes its turn in launch order,
+// unless the seed holds it (then it settles at once and waits for a waiter).
+//
+// A held piece that is waited for runs after everything launched before the
+// wait (it takes a new ticket then): what it should have preceded has run
+// without it, deterministically.
+Stream::Work Stream::underChaos(Work work, uint64_t sequence) {
+  const uint64_t ticket = chaos::takeTicket(this);
+  const bool held = chaos::decide(device_, number_, sequence).untilWaited;
+  return [this, ticket, held, sequence, work = std::move(work)] {
+    uint64_t turn = ticket;
+    if (held) {
+      chaos::settle(ticket);
+      const auto deadline = std::chrono::steady_clock::now() + chaos::kRandomHoldCap;
+      while (demanded_.load(std::memory_order_relaxed) < sequence && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      turn = chaos::takeTicket(this);
+    }
+    chaos::waitForTurn(turn, this);
+    chaos::currentTicket() = turn;
+    struct Settle {
+      uint64_t ticket;
+      ~Settle() {
+        chaos::settle(ticket);
+        chaos::currentTicket() = 0;
+      }
+    } settleAtEnd{turn};
+    work();
+  };
+}
+
 void Stream::waitFor(uint64_t sequence) {
+  if (chaos::enabled()) {
+    noteDemand(sequence);
+    // Work waiting for other work (an event wait) must not hold up what it waits for.
+    if (workerOf != nullptr) chaos::settle(chaos::currentTicket());
+  }
   if (spinUntil([&] { return isComplete(sequence); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   ++sleepingWaiters_;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -53,6 +54,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::optional<std::string> takeFailure();
   // Lets queued work finish, then stops the worker.
   void close();
+  // Chaos scheduling (chaos.h): someone waits for work up to `sequence`
+  // (synchronize, event wait or query), so held work up to it may run.
+  void noteDemand(uint64_t sequence);
+  // Inside this stream's work: waits until later work is waited for (or `cap`).
+  void holdUntilWaited(std::chrono::milliseconds cap);
 
   int device() const { return device_; }
   int priority() const { return priority_; }
@@ -66,6 +72,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void runOne(Work& work);
   void waitForQueueSpaceLocked(std::unique_lock<std::mutex>& lock);
   void wakeCompletionWaitersLocked();
+  Work underChaos(Work work, uint64_t sequence);
 
   const int device_;
   const int priority_;
@@ -90,6 +97,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   uint64_t wakeAtSequence_ = UINT64_MAX;
   int queueSpaceWaiters_ = 0;
   bool closing_ = false;
+  // Chaos scheduling: the stream's creation number (decisions are seeded per
+  // stream) and the highest sequence anyone has waited for.
+  const uint64_t number_;
+  std::atomic<uint64_t> demanded_{0};
 };
 
 // Throws ApiError(orErrorLaunchFailure) carrying the stream's pending failure.

@@ -26,6 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/environment.h"
 #include "base/sync_debug.h"
@@ -37,6 +38,7 @@
 #include "engine/launch_context.h"
 #include "engine/operator_plan.h"
 #include "engine/plan.h"
+#include "engine/race_detector.h"
 #include "engine/tensor_layout.h"
 
 namespace torch_openreg {
@@ -271,6 +273,7 @@ std::vector<c10::IValue> runFirstCall(const c10::OperatorHandle& op, const Argum
   return results;
 }
 
+<<<<<<< HEAD
 // ---- Sync debug mode -----------------------------------------------------------
 
 // Advanced indexing synchronizes on CUDA only when an index is a boolean
@@ -306,6 +309,46 @@ void checkDataDependentCall(const c10::OperatorHandle& op,
   const std::string what =
       op.schema().operator_name().name + " (its result depends on tensor data)";
   checkSynchronization(what.c_str());
+=======
+// ---- Race detection (OPENREG_DEBUG=races) ------------------------------------
+
+// The schema says what an operator does with its tensors: arguments it
+// mutates are written, other tensor arguments read.
+void checkOperatorAccesses(const c10::OperatorHandle& op, const Arguments& arguments, const c10::Stream& stream) {
+  std::vector<at::Tensor> reads, writes;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const bool write = isMutable(op.schema().arguments()[i]);
+    mapTensors(arguments[i], [&](const at::Tensor& tensor) {
+      (write ? writes : reads).push_back(tensor);
+      return tensor;
+    });
+  }
+  checkLaunch(c10::toString(op.operator_name()), stream, reads, writes);
+}
+
+// New results are written by the launch; results sharing memory with an
+// argument (views, mutated arguments) were checked as arguments.
+void recordNewResults(const c10::OperatorHandle& op, const Arguments& arguments,
+                      const std::vector<c10::IValue>& results, const c10::Stream& stream) {
+  std::vector<const void*> argumentMemory;
+  for (const c10::IValue& argument : arguments) {
+    mapTensors(argument, [&](const at::Tensor& tensor) {
+      if (tensor.defined() && tensor.has_storage()) argumentMemory.push_back(tensor.storage().data());
+      return tensor;
+    });
+  }
+  std::vector<at::Tensor> written;
+  for (const c10::IValue& result : results) {
+    mapTensors(result, [&](const at::Tensor& tensor) {
+      const bool fresh = tensor.defined() && tensor.has_storage() &&
+                         std::find(argumentMemory.begin(), argumentMemory.end(), tensor.storage().data()) ==
+                             argumentMemory.end();
+      if (fresh) written.push_back(tensor);
+      return tensor;
+    });
+  }
+  recordResults(c10::toString(op.operator_name()), stream, written);
+>>>>>>> issue19-debug
 }
 
 // ---- Dispatch ----------------------------------------------------------------
@@ -315,7 +358,12 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Arguments arguments(stack->end() - argumentCount, stack->end());
   const LaunchContext launch = LaunchContext::forDevice(findDevice(op, arguments));
   const PlanTicket ticket = planOperatorCall(op, arguments);
+<<<<<<< HEAD
   checkDataDependentCall(op, arguments);
+=======
+  const bool checkRaces = debugModeOn(kDebugRaces);
+  if (checkRaces) checkOperatorAccesses(op, arguments, launch.stream);
+>>>>>>> issue19-debug
   std::vector<c10::IValue> results;
   if (ticket.firstCall()) {
     results = runFirstCall(op, arguments, launch, ticket);
@@ -324,6 +372,7 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   } else {
     results = launchPlanned(op, arguments, launch, ticket.plan);
   }
+  if (checkRaces) recordNewResults(op, arguments, results, launch.stream);
   torch::jit::drop(*stack, argumentCount);
   for (c10::IValue& result : results) stack->push_back(std::move(result));
 }

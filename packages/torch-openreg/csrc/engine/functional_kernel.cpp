@@ -5,11 +5,13 @@
 #include <memory>
 #include <utility>
 
+#include "base/debug_modes.h"
 #include "engine/kernel_allocator.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
 #include "engine/meta_shadow.h"
 #include "engine/plan.h"
+#include "engine/race_detector.h"
 
 namespace torch_openreg {
 namespace {
@@ -39,6 +41,7 @@ std::vector<at::Tensor> runNow(const LaunchContext& launch, const std::vector<at
     for (const at::Tensor& input : inputs) aliases.push_back(context.alias(input));
     for (const at::Tensor& result : function(aliases)) results.push_back(context.adopt(result));
   });
+  if (debugModeOn(kDebugRaces)) recordResults("native kernel", launch.stream, results);
   return results;
 }
 
@@ -58,6 +61,7 @@ std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at
       lookUpPlan(PlanKey::forFunction(signature.name, signature.parameters, inputs),
                  [&](Plan& plan) { planFunctionOnMeta(inputs, function, plan); });
   const LaunchContext launch = LaunchContext::forDevice(device);
+  if (debugModeOn(kDebugRaces)) checkLaunch(signature.name, launch.stream, inputs, {});
   if (ticket.firstCall()) return runFirstCall(launch, inputs, function, ticket);
   if (ticket.plan->synchronous) return runNow(launch, inputs, function);
 
@@ -74,6 +78,7 @@ std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at
     const std::vector<at::Tensor> results = function(inputAliases);
     for (size_t i = 0; i < outputAliases.size(); ++i) reserved.place(i, results[i]);
   });
+  if (debugModeOn(kDebugRaces)) recordResults(signature.name, launch.stream, outputs);
   return outputs;
 }
 

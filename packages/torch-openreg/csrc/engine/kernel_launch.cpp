@@ -11,10 +11,12 @@
 #include <exception>
 #include <vector>
 
+#include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/environment.h"
 #include "base/kernel_thread.h"
 #include "engine/kernel_allocator.h"
+#include "engine/race_detector.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
 #include "memory/block_pool.h"
@@ -217,6 +219,7 @@ void streamWaitsFor(const c10::Stream& waiter, const c10::Stream& producer) {
       recorded == orSuccess ? orStreamWaitEvent(nativeHandle(waiter), event, 0) : recorded;
   orEventDestroy(event);
   OPENREG_CHECK(waited);
+  if (debugModeOn(kDebugRaces)) streamWaitedFor(waiter, producer);
 }
 
 }  // namespace torch_openreg

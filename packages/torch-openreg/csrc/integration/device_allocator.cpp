@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "base/address_ranges.h"
+#include "base/debug_modes.h"
 #include "base/device.h"
+#include "base/kernel_thread.h"
 #include "memory/block_pool.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
@@ -26,6 +28,7 @@ void releaseToPool(Block* block) { blockPool(block->device).release(block); }
 // held references to it until they completed.
 void freeBlock(void* context) {
   auto* block = static_cast<Block*>(context);
+  notifyStreamOrder(&StreamOrderObserver::memoryFreed, block->pointer);
   auto pending = blockPool(block->device).takePendingUses(block);
   if (pending.empty()) {
     releaseToPool(block);
@@ -56,7 +59,9 @@ c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes)
 
 c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes, orStream_t stream) {
   if (nbytes == 0) return c10::DataPtr(nullptr, openregDevice(device));
-  return dataPtrOf(blockPool(device).allocate(nbytes, stream));
+  Block* block = blockPool(device).allocate(nbytes, stream);
+  if (!insideKernel()) notifyStreamOrder(&StreamOrderObserver::memoryAllocated, block->pointer, block->size);
+  return dataPtrOf(block);
 }
 
 c10::DeleterFnPtr DeviceAllocator::raw_deleter() const { return &freeBlock; }
@@ -127,6 +132,7 @@ void DeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) 
   OPENREG_CHECK(recorded);
   auto* block = static_cast<Block*>(ptr.get_context());
   blockPool(block->device).recordUse(block, handle, event);
+  notifyStreamOrder(&StreamOrderObserver::streamRecorded, block->pointer, stream);
 }
 
 c10::CachingDeviceAllocator::DeviceStats DeviceAllocator::getDeviceStats(c10::DeviceIndex device) {

@@ -3,6 +3,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
@@ -22,21 +23,26 @@ void recordEvent(void** event, const c10::Stream& stream, c10::EventFlag flag) {
     *event = created;
   }
   OPENREG_CHECK(orEventRecord(asEvent(*event), nativeHandle(stream)));
+  notifyStreamOrder(&StreamOrderObserver::eventRecorded, *event, stream);
 }
 
 void blockStream(void* event, const c10::Stream& stream) {
   if (event == nullptr) return;
   OPENREG_CHECK(orStreamWaitEvent(nativeHandle(stream), asEvent(event), 0));
+  notifyStreamOrder(&StreamOrderObserver::streamWaitedForEvent, stream, event);
 }
 
 bool queryEvent(void* event) {
   if (event == nullptr) return true;
-  return completed(orEventQuery(asEvent(event)));
+  const bool done = completed(orEventQuery(asEvent(event)));
+  if (done) notifyStreamOrder(&StreamOrderObserver::eventSynchronized, event);
+  return done;
 }
 
 void synchronizeEvent(void* event) {
   if (event == nullptr) return;
   OPENREG_CHECK(orEventSynchronize(asEvent(event)));
+  notifyStreamOrder(&StreamOrderObserver::eventSynchronized, event);
 }
 
 double elapsedMilliseconds(void* start, void* end) {

@@ -3,6 +3,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "base/debug_modes.h"
 #include "base/device.h"
 #include "integration/device_allocator.h"
 #include "integration/event.h"
@@ -90,8 +91,10 @@ void GuardImpl::synchronizeStream(const c10::Stream& stream) const {
 }
 
 void GuardImpl::synchronizeDevice(const c10::DeviceIndex deviceIndex) const {
-  DeviceScope scope(resolveDevice(deviceIndex));
+  const c10::DeviceIndex device = resolveDevice(deviceIndex);
+  DeviceScope scope(device);
   OPENREG_CHECK(orDeviceSynchronize());
+  notifyStreamOrder(&StreamOrderObserver::deviceSynchronized, device);
 }
 
 void GuardImpl::record(void** event, const c10::Stream& stream, const c10::DeviceIndex deviceIndex,

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/debug_modes.h"
 #include "base/runtime_check.h"
 
 namespace torch_openreg {
@@ -146,6 +147,9 @@ c10::DataPtr HostAllocator::allocate(size_t nbytes) {
   const c10::Device cpu(c10::DeviceType::CPU);
   if (nbytes == 0) return c10::DataPtr(nullptr, cpu);
   PinnedBlock* block = cache().take(nbytes);
+  // OPENREG_DEBUG=poison: pinned memory nobody wrote reads as NaN / -1 too. A
+  // block is free only once no queued copy holds it, so the host may fill it.
+  if (debugModeOn(kDebugPoison)) std::memset(block->pointer, kPoisonByte, block->size);
   return c10::DataPtr(block->pointer, block, &freePinned, cpu);
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/runtime_check.h"
 #include "base/sync_debug.h"
@@ -129,7 +130,9 @@ int streamPriority(const c10::Stream& stream) {
 }
 
 bool queryStream(const c10::Stream& stream) {
-  return completed(orStreamQuery(nativeHandle(stream)));
+  const bool done = completed(orStreamQuery(nativeHandle(stream)));
+  if (done) notifyStreamOrder(&StreamOrderObserver::streamSynchronized, stream);
+  return done;
 }
 
 void synchronizeStream(const c10::Stream& stream) {
@@ -137,6 +140,7 @@ void synchronizeStream(const c10::Stream& stream) {
   // and event synchronization do not).
   checkSynchronization("Stream.synchronize()");
   OPENREG_CHECK(orStreamSynchronize(nativeHandle(stream)));
+  notifyStreamOrder(&StreamOrderObserver::streamSynchronized, stream);
 }
 
 }  // namespace torch_openreg

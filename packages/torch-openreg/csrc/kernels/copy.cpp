@@ -13,10 +13,16 @@
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
+<<<<<<< HEAD
 #include "base/sync_debug.h"
+=======
+#include "base/debug_modes.h"
+>>>>>>> issue19-debug
 #include "integration/host_allocator.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
+#include "engine/race_detector.h"
+#include "base/runtime_check.h"
 #include "integration/stream.h"
 
 namespace torch_openreg {
@@ -36,11 +42,14 @@ void checkCopyable(const at::Tensor& tensor, const char* role) {
 // the copy has run); device tensors as aliases (stream order protects them).
 void copyOnDevice(const at::Tensor& source, const at::Tensor& destination, c10::DeviceIndex device,
                   bool waitForIt) {
+  const bool checkRaces = debugModeOn(kDebugRaces);
+  if (checkRaces) checkLaunch("aten::copy_", currentStream(device), {source}, {destination});
   KernelContext context(device);
   const at::Tensor from = context.alias(source);
   const at::Tensor to = context.alias(destination);
   if (waitForIt) {
     runOnDevice(device, [&] { to.copy_(from); });
+    if (checkRaces) hostWaitedFor(currentStream(device));  // a blocking copy synchronizes, as on CUDA
   } else {
     launchOnDevice(device, [from, to] { to.copy_(from); });
   }
@@ -72,8 +81,18 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlock
     if (!nonBlocking) checkSynchronization("a copy from host memory with non_blocking=False");
     copyOnDevice(self, dst, dst.device().index(), !(nonBlocking && isPinned(self)));
   } else {
+<<<<<<< HEAD
     if (!nonBlocking) checkSynchronization("a copy to host memory with non_blocking=False");
     copyOnDevice(self, dst, self.device().index(), !(nonBlocking && isPinned(dst)));
+=======
+    const bool asynchronous = nonBlocking && isPinned(dst);
+    // Chaos scheduling: the host may read the copy only after synchronizing,
+    // so it completes as late as that allows.
+    if (asynchronous && debugModeOn(kDebugChaos)) {
+      OPENREG_CHECK(orDebugHoldStream(nativeHandle(currentStream(self.device().index()))));
+    }
+    copyOnDevice(self, dst, self.device().index(), !asynchronous);
+>>>>>>> issue19-debug
   }
   return dst;
 }
@@ -87,10 +106,13 @@ at::Scalar localScalarDense(const at::Tensor& self) {
   checkSynchronization("reading a tensor value on the host (item)");
   at::Scalar value;
   const c10::DeviceIndex device = self.device().index();
+  const bool checkRaces = debugModeOn(kDebugRaces);
+  if (checkRaces) checkLaunch("aten::_local_scalar_dense (.item())", currentStream(device), {self}, {});
   runOnDevice(device, [&] {
     KernelContext context(device);
     value = at::_local_scalar_dense(context.alias(self));
   });
+  if (checkRaces) hostWaitedFor(currentStream(device));
   return value;
 }
 

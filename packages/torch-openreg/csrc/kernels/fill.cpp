@@ -9,14 +9,18 @@
 #include <ATen/ops/fill.h>
 #include <torch/library.h>
 
+#include "base/debug_modes.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
+#include "engine/race_detector.h"
+#include "integration/stream.h"
 
 namespace torch_openreg {
 namespace {
 
 at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
   const c10::DeviceIndex device = self.device().index();
+  if (debugModeOn(kDebugRaces)) checkLaunch("aten::fill_.Scalar", currentStream(device), {}, {self});
   const at::Tensor target = KernelContext(device).alias(self);
   launchOnDevice(device, [target, value] { target.fill_(value); });
   return self;
@@ -30,6 +34,7 @@ at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
               ", different from other tensors on ", self.device(),
               " (when checking argument in method fill_)");
   const c10::DeviceIndex device = self.device().index();
+  if (debugModeOn(kDebugRaces)) checkLaunch("aten::fill_.Tensor", currentStream(device), {value}, {self});
   KernelContext context(device);
   const at::Tensor target = context.alias(self);
   // A CPU value is read now: the caller may change it before the work runs.

@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <iomanip>
 #include <iterator>
 #include <memory>
 #include <sstream>
 #include <utility>
 
+#include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/kernel_thread.h"
 #include "base/runtime_check.h"
@@ -50,6 +52,24 @@ std::string humanBytes(size_t bytes) {
     text << bytes << " bytes";
   }
   return text.str();
+}
+
+// OPENREG_DEBUG=poison: every block handed out is filled with kPoisonByte
+// first, so reading memory nobody wrote gives NaN / -1 on every run. The fill
+// is stream work on the block's stream, queued before anything the caller
+// enqueues with the new tensor: it runs after every earlier use of the block
+// on that stream (stream-ordered reuse), never under a kernel still reading
+// it. A block allocated inside a kernel is filled at once: that kernel is the
+// stream's running work.
+void poison(const Block& block) {
+  if (insideKernel()) {
+    void* kernelView = nullptr;
+    OPENREG_CHECK(orGetKernelPointer(&kernelView, block.pointer));
+    std::memset(kernelView, kPoisonByte, block.size);
+    return;
+  }
+  DeviceScope scope(block.device);
+  OPENREG_CHECK(orMemsetAsync(block.pointer, kPoisonByte, block.size, block.stream));
 }
 
 bool wholeSegment(const Block* block) { return block->previous == nullptr && block->next == nullptr; }
@@ -102,6 +122,8 @@ Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
     updateStat(*stat, small, static_cast<int64_t>(block->size));
   }
   updateStat(stats_.requested_bytes, small, static_cast<int64_t>(bytes));
+  lock.unlock();  // the fill may wait for queue space on the worker
+  if (debugModeOn(kDebugPoison)) poison(*block);
   return block;
 }
 

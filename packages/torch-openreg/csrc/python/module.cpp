@@ -11,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+#include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/sync_debug.h"
 #include "integration/device_allocator.h"
@@ -23,6 +24,7 @@
 #include "engine/kernel_allocator.h"
 #include "engine/kernel_launch.h"
 #include "engine/plan.h"
+#include "engine/race_detector.h"
 #include "base/runtime_check.h"
 #include "integration/event.h"
 #include "integration/stream.h"
@@ -39,9 +41,22 @@ void initialize() {
     registerHooks();
     preferCpuKernels();
   });
-  // Both raise with a clear message if the variable is invalid.
+  // These raise with a clear message if a variable is invalid.
   fallbackMode();
   launchBlocking();
+  static std::once_flag debugOnce;
+  std::call_once(debugOnce, [] {
+    readDebugEnvironment();
+    installRaceDetector();
+  });
+}
+
+// torch.openreg.debug.set_modes: races switched on start from a clean slate
+// (what ran while they were off is unknown, so it cannot be checked).
+void setDebugModesFromPython(const std::string& list) {
+  const unsigned modes = parseDebugModes(list, "torch.openreg.debug.set_modes");
+  if ((modes & kDebugRaces) != 0 && !debugModeOn(kDebugRaces)) resetRaceDetector();
+  setDebugModes(modes);
 }
 
 py::object defaultGeneratorObject(c10::DeviceIndex device) {
@@ -52,6 +67,7 @@ void synchronizeDevice(c10::DeviceIndex device) {
   DeviceScope scope(resolveDevice(device));
   py::gil_scoped_release release;
   OPENREG_CHECK(orDeviceSynchronize());
+  notifyStreamOrder(&StreamOrderObserver::deviceSynchronized, resolveDevice(device));
 }
 
 // A raw stream handle from Python (0: the device's default stream), checked
@@ -244,7 +260,31 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mark_initialized", [] { torch::utils::device_lazy_init(at::kPrivateUse1); });
   registerCompiledKernelBindings(m);
   m.def("_autocast_policy", [] { return autocastPolicy(); });
+<<<<<<< HEAD
   bindMemoryControls(m);
+=======
+  m.def("_debug_modes", [] { return debugModeNames(debugModes()); });
+  m.def("_set_debug_modes", &setDebugModesFromPython, py::arg("modes"));
+  m.def("_race_errors_raise", &raceErrorsRaise);
+  m.def("_set_race_errors_raise", &setRaceErrorsRaise);
+  m.def("_race_reports", &raceReports);
+  m.def("_race_statistics", [] {
+    const RaceStatistics statistics = raceStatistics();
+    return std::make_pair(statistics.reports, statistics.checkedLaunches);
+  });
+  m.def("_clear_race_reports", &clearRaceReports);
+  m.def("_reset_race_detector", &resetRaceDetector);
+  m.def("_chaos_state", [] {
+    int enabled = 0;
+    unsigned long long seed = 0;
+    OPENREG_CHECK(orDebugGetChaos(&enabled, &seed));
+    return std::make_pair(enabled != 0, static_cast<uint64_t>(seed));
+  });
+  m.def("_set_chaos", [](bool enabled, uint64_t seed) {
+    OPENREG_CHECK(orDebugSetChaos(enabled ? 1 : 0, seed));
+    setDebugModes(enabled ? debugModes() | kDebugChaos : debugModes() & ~kDebugChaos);
+  }, py::arg("enabled"), py::arg("seed") = 0);
+>>>>>>> issue19-debug
   m.def("_check_runtime", [] {
     int count = 0;
     OPENREG_CHECK(orGetDeviceCount(&count));

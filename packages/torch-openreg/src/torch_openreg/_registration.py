@@ -24,6 +24,7 @@ def register() -> None:
     if _registered:
         return
     _C._init()
+    openreg.debug._start()
     current = torch._C._get_privateuse1_backend_name()
     if current != BACKEND_NAME:
         if current != "privateuseone":

@@ -275,6 +275,20 @@ typedef struct orProcessUsage {
  * to this user (the message names it and the fix). Never activates a device. */
 OR_API orError_t orGetProcessUsage(orProcessUsage* entries, unsigned int* count);
 
+/* ---- Debugging: chaos scheduling ------------------------------------------ */
+/* Chaos scheduling holds and delays stream work at random (FIFO order and
+ * event waits are kept), so a missing synchronization gives a wrong result.
+ * Decisions are seeded: the same seed holds the same work every run. It is on
+ * when OPENREG_DEBUG lists "chaos" (seed: OPENREG_DEBUG_SEED, else random) or
+ * after orDebugSetChaos(1, seed); seed 0 means OPENREG_DEBUG_SEED or random. */
+OR_API orError_t orDebugSetChaos(int enabled, unsigned long long seed);
+OR_API orError_t orDebugGetChaos(int* enabled, unsigned long long* seed);
+/* Under chaos scheduling, work enqueued on `stream` after this call runs only
+ * once something waits for it (a synchronize, an event wait or query) — the
+ * latest it may run — or after a cap of seconds. No effect otherwise. For
+ * asynchronous copies into host memory that the host must not read early. */
+OR_API orError_t orDebugHoldStream(orStream_t stream);
+
 /* ---- Version ------------------------------------------------------------ */
 OR_API orError_t orRuntimeGetVersion(int* version); /* major * 1000 + minor * 10 */
 

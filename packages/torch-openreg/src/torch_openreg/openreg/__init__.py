@@ -16,7 +16,7 @@ from types import TracebackType
 import torch
 
 from .. import _C
-from . import _utils, amp
+from . import _utils, amp, debug
 from ._utils import DeviceLike, _get_device_index
 from .memory import (
     MemPool,
@@ -400,6 +400,7 @@ __all__ = [
     "can_device_access_peer",
     "current_device",
     "current_stream",
+    "debug",
     "default_stream",
     "device",
     "device_count",

@@ -1,0 +1,479 @@
+"""OPENREG_DEBUG: race detection, poisoned memory, chaos scheduling, the pytest plugin.
+
+The catalogue below is a set of small buggy programs, each the kind of stream bug
+that passes unnoticed on a CPU. Every one must be caught on every run: each is run
+REPEATS times in a row and must be reported (or give the wrong value) each time,
+with a report naming the fix; its corrected form must report nothing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+from conftest import clean_environment
+
+debug = torch.openreg.debug
+REPEATS = 30
+N = 1 << 16  # elements: large enough that kernels take a while
+
+
+@pytest.fixture
+def races() -> Iterator[None]:
+    """Race detection on, raising at the offending call; reports cleared after."""
+    with debug.enabled("races", races="error"):
+        yield
+    debug.clear_race_reports()
+
+
+@pytest.fixture
+def poison() -> Iterator[None]:
+    with debug.enabled("poison"):
+        yield
+
+
+def expect_race(program: Callable[[], object], *fix_words: str) -> None:
+    for _ in range(REPEATS):
+        with pytest.raises(RuntimeError, match="openreg stream race") as raised:
+            program()
+        for word in fix_words:
+            assert word in str(raised.value), str(raised.value)
+        torch.openreg.synchronize()
+
+
+def expect_clean(program: Callable[[], object]) -> None:
+    before = debug.race_report_count()
+    for _ in range(REPEATS):
+        program()
+        torch.openreg.synchronize()
+    assert debug.race_report_count() == before, debug.race_reports()[-1]
+
+
+# ---- The catalogue: race detection -------------------------------------------------
+
+
+def missing_wait_stream(fixed: bool = False) -> torch.Tensor:
+    x = torch.ones(N, device="openreg")  # written on the default stream
+    side = torch.openreg.Stream()
+    if fixed:
+        side.wait_stream(torch.openreg.current_stream())
+    with torch.openreg.stream(side):
+        return x * 2  # reads x on the side stream
+
+
+def test_missing_wait_stream_is_caught_every_time(races: None) -> None:
+    expect_race(
+        missing_wait_stream, "wait_stream", "read-after-write", "aten::mul", "missing_wait_stream"
+    )
+
+
+def test_wait_stream_fixes_it(races: None) -> None:
+    expect_clean(lambda: missing_wait_stream(fixed=True))
+
+
+# The programs that free memory give the freed tensor a size of its own, so the
+# allocator's best fit hands exactly its block to the next tensor of that size.
+FREED = N + 384
+
+
+def missing_record_stream(fixed: bool = False) -> torch.Tensor:
+    side = torch.openreg.Stream()
+    x = torch.ones(FREED, device="openreg")
+    side.wait_stream(torch.openreg.current_stream())
+    with torch.openreg.stream(side):
+        y = x * 2  # x is used on the side stream...
+    if fixed:
+        x.record_stream(side)
+    del x  # ...and freed on the default stream
+    torch.zeros(FREED, device="openreg")  # reuses x's memory on the default stream
+    return y
+
+
+def test_missing_record_stream_is_caught_every_time(races: None) -> None:
+    expect_race(missing_record_stream, "freed while in use", "record_stream")
+
+
+def test_record_stream_fixes_it(races: None) -> None:
+    expect_clean(lambda: missing_record_stream(fixed=True))
+
+
+def use_after_del_on_main(fixed: bool = False) -> torch.Tensor:
+    """A side stream's queued work still reads a tensor the main stream dropped."""
+    side = torch.openreg.Stream()
+    a = torch.randn(FREED + 128, device="openreg")
+    b = torch.randn(N, device="openreg")
+    side.wait_stream(torch.openreg.current_stream())
+    with torch.openreg.stream(side):
+        a.sum()
+    if fixed:
+        torch.openreg.current_stream().wait_stream(side)
+    del a
+    c = torch.cat([b, b[:128]]) + 1  # a's size: its output takes a's memory on the main stream
+    return c
+
+
+def test_use_on_side_stream_after_del_is_caught_every_time(races: None) -> None:
+    expect_race(use_after_del_on_main, "freed while in use", "record_stream")
+
+
+def test_waiting_before_del_fixes_it(races: None) -> None:
+    expect_clean(lambda: use_after_del_on_main(fixed=True))
+
+
+def gradient_hook_on_side_stream(fixed: bool = False) -> torch.Tensor:
+    """DDP-style: a gradient hook reduces the gradient on a communication stream."""
+    model = torch.nn.Linear(64, 64).to("openreg")
+    comm = torch.openreg.Stream()
+    reduced: list[torch.Tensor] = []
+
+    def hook(grad: torch.Tensor) -> torch.Tensor:
+        if fixed:
+            comm.wait_stream(torch.openreg.current_stream())
+        with torch.openreg.stream(comm):
+            reduced.append(grad * 0.5)
+        return grad
+
+    model.weight.register_hook(hook)
+    model(torch.randn(8, 64, device="openreg")).sum().backward()
+    torch.openreg.synchronize()
+    return reduced[0]
+
+
+def test_gradient_hook_on_side_stream_is_caught_every_time(races: None) -> None:
+    expect_race(gradient_hook_on_side_stream, "wait_stream", "hook")
+
+
+def test_waiting_in_the_hook_fixes_it(races: None) -> None:
+    expect_clean(lambda: gradient_hook_on_side_stream(fixed=True))
+
+
+def test_event_and_synchronize_order_streams(races: None) -> None:
+    def with_event() -> None:
+        x = torch.ones(N, device="openreg")
+        event = torch.openreg.current_stream().record_event()
+        side = torch.openreg.Stream()
+        side.wait_event(event)
+        with torch.openreg.stream(side):
+            x.add_(1)
+
+    def with_synchronize() -> None:
+        x = torch.ones(N, device="openreg")
+        torch.openreg.current_stream().synchronize()
+        with torch.openreg.stream(torch.openreg.Stream()):
+            x.add_(1)
+
+    def with_item() -> None:
+        x = torch.ones(N, device="openreg")
+        x.sum().item()  # waits for the default stream
+        with torch.openreg.stream(torch.openreg.Stream()):
+            x.add_(1)
+
+    for program in (with_event, with_synchronize, with_item):
+        expect_clean(program)
+
+
+def test_write_after_read_across_streams_is_caught(races: None) -> None:
+    def program() -> None:
+        x = torch.ones(N, device="openreg")
+        side = torch.openreg.Stream()
+        side.wait_stream(torch.openreg.current_stream())
+        with torch.openreg.stream(side):
+            x.sum()
+        x.fill_(3)  # the default stream overwrites what the side stream may still read
+
+    expect_race(program, "write-after-read", "aten::fill_")
+
+
+def test_disjoint_halves_on_two_streams_do_not_race(races: None) -> None:
+    def program() -> None:
+        x = torch.zeros(2, N, device="openreg")
+        torch.openreg.synchronize()
+        side = torch.openreg.Stream()
+        x[0].fill_(1)
+        with torch.openreg.stream(side):
+            x[1].fill_(2)
+
+    expect_clean(program)
+
+
+def test_report_mode_warns_and_keeps_the_report() -> None:
+    debug.clear_race_reports()
+    with (
+        debug.enabled("races", races="report"),
+        pytest.warns(UserWarning, match="openreg stream race"),
+    ):
+        missing_wait_stream()
+    torch.openreg.synchronize()
+    reports = debug.race_reports()
+    assert debug.race_report_count() == 1
+    report = reports[0]
+    assert "tensor: shape [65536], dtype Float, device openreg:0" in report
+    assert "this access: aten::mul.Tensor reads it on stream" in report
+    assert (
+        "previous access: aten::fill_.Scalar wrote it on the default stream of openreg:0" in report
+    )
+    assert "test_debug_modes.py" in report and "in missing_wait_stream" in report
+    assert "torch.openreg.default_stream(0)" in report
+    debug.clear_race_reports()
+    assert debug.race_report_count() == 0
+
+
+def test_nothing_is_checked_when_off() -> None:
+    debug.clear_race_reports()
+    with debug.enabled():
+        debug.disable("races")
+        missing_wait_stream()
+        torch.openreg.synchronize()
+    assert debug.race_report_count() == 0
+
+
+# ---- Poisoned memory ------------------------------------------------------------------
+
+
+def test_empty_is_poisoned(poison: None) -> None:
+    for dtype in (
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.float64,
+        torch.int32,
+        torch.int64,
+    ):
+        t = torch.empty(1000, dtype=dtype, device="openreg")
+        assert debug.poison_mask(t).all(), dtype
+        assert debug.is_poisoned(t)
+    assert torch.empty(10, device="openreg").isnan().all()
+    assert (torch.empty(10, dtype=torch.int64, device="openreg") == -1).all()
+
+
+def test_reliance_on_empty_contents_gives_nan_every_time(poison: None) -> None:
+    x = torch.arange(1000.0, device="openreg")
+    for _ in range(REPEATS):
+        total = torch.empty(1000, device="openreg")  # bug: should be zeros
+        total += x
+        assert total.isnan().all()
+
+
+def test_reused_memory_is_poisoned_again(poison: None) -> None:
+    for _ in range(REPEATS):
+        t = torch.full((4096,), 5.0, device="openreg")
+        address = t.data_ptr()
+        del t
+        u = torch.empty(4096, device="openreg")
+        assert u.data_ptr() == address  # same block, handed out again
+        assert debug.poison_mask(u).all()
+
+
+def test_written_tensors_are_not_poisoned(poison: None) -> None:
+    x = torch.randn(100, device="openreg")
+    assert not debug.is_poisoned(x)
+    assert not debug.is_poisoned(torch.zeros(3, 3, device="openreg"))
+    assert not debug.is_poisoned(x.cpu())
+    y = x.cpu() * 2
+    torch.testing.assert_close((x * 2).cpu(), y)
+
+
+def test_pinned_memory_is_poisoned(poison: None) -> None:
+    t = torch.empty(100, pin_memory=True, device="cpu")
+    assert t.is_pinned() and debug.poison_mask(t).all()
+
+
+def test_poison_mask_of_bool_and_complex(poison: None) -> None:
+    assert debug.poison_mask(torch.empty(4, dtype=torch.bool, device="openreg")).all()
+    assert debug.poison_mask(torch.empty(4, dtype=torch.complex64, device="openreg")).all()
+    assert not debug.poison_mask(torch.zeros(4, dtype=torch.complex64, device="openreg")).any()
+    with pytest.raises(TypeError, match="expects a tensor"):
+        debug.poison_mask([1, 2])  # type: ignore[arg-type]
+
+
+# ---- Switches and the Python API -------------------------------------------------------
+
+
+def test_modes_api_round_trip() -> None:
+    initial = debug.get_modes()  # nox -s checked runs the suite with modes on
+    debug.set_modes()
+    assert debug.get_modes() == frozenset()
+    with debug.enabled("poison", "races"):
+        assert debug.get_modes() == {"poison", "races"}
+        debug.disable("poison")
+        assert debug.get_modes() == {"races"}
+    assert debug.get_modes() == frozenset()
+    debug.set_modes(*initial)
+    with pytest.raises(ValueError, match=r"unknown openreg debug mode.*'race'.*choose from"):
+        debug.set_modes("race")
+    with pytest.raises(ValueError, match="race action must be one of"):
+        debug.set_race_action("raise")
+    assert debug.chaos_seed() is None
+
+
+def run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=clean_environment(**env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_environment_switches_modes_on_and_validates() -> None:
+    shown = run(
+        "import torch, torch_openreg; print(sorted(torch.openreg.debug.get_modes()), "
+        "torch.openreg.debug.get_race_action())",
+        OPENREG_DEBUG="races, poison",
+        OPENREG_DEBUG_RACES="error",
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "['poison', 'races'] error" in shown.stdout
+    bad = run("import torch, torch_openreg", OPENREG_DEBUG="races,posion")
+    assert bad.returncode != 0
+    assert "OPENREG_DEBUG='races,posion' is invalid: 'posion' is not a debug mode" in bad.stderr
+    assert "'races'" in bad.stderr and "'poison'" in bad.stderr and "'chaos'" in bad.stderr
+    bad_action = run("import torch, torch_openreg", OPENREG_DEBUG_RACES="warn")
+    assert bad_action.returncode != 0 and "use one of 'report', 'error'" in bad_action.stderr
+
+
+def test_report_mode_prints_a_summary_at_exit() -> None:
+    result = run(
+        """
+        import torch, torch_openreg, warnings
+        warnings.simplefilter("ignore")
+        x = torch.ones(1000, device="openreg")
+        with torch.openreg.stream(torch.openreg.Stream()):
+            y = x + 1
+        """,
+        OPENREG_DEBUG="races",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "openreg: 1 stream race(s) reported in this process" in result.stderr
+    assert "fix: before this call" in result.stderr
+
+
+# ---- Chaos scheduling -------------------------------------------------------------------
+
+NON_BLOCKING_READ = """
+import torch, torch_openreg
+wrong = 0
+for _ in range({repeats}):
+    x = torch.full((1 << 16,), 7.0, device="openreg")
+    host = x.to("cpu", non_blocking=True)
+    assert host.is_pinned()
+    early = host[0].item()  # bug: read before synchronizing
+    torch.openreg.synchronize()
+    wrong += early != 7.0
+    assert host[0].item() == 7.0
+print("wrong", wrong)
+"""
+
+
+def test_non_blocking_copy_read_early_is_wrong_every_time() -> None:
+    result = run(
+        NON_BLOCKING_READ.format(repeats=REPEATS),
+        OPENREG_DEBUG="chaos,poison",
+        OPENREG_DEBUG_SEED="7",
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"wrong {REPEATS}" in result.stdout
+    assert "chaos scheduling with seed 7 (replay with OPENREG_DEBUG_SEED=7)" in result.stderr
+
+
+MISSING_WAIT_UNDER_CHAOS = """
+import torch, torch_openreg
+outcomes = []
+side = torch.openreg.Stream()
+for i in range(1, 41):
+    x = torch.full((1 << 14,), float(i), device="openreg")  # a new value each time
+    with torch.openreg.stream(side):
+        y = x * 2  # bug: no side.wait_stream(...)
+    torch.openreg.synchronize()
+    outcomes.append("R" if y[0].item() == 2 * i else "W")  # right or wrong
+print("outcomes", "".join(outcomes))
+"""
+
+
+def test_chaos_outcome_is_replayed_by_its_seed() -> None:
+    runs = [
+        run(MISSING_WAIT_UNDER_CHAOS, OPENREG_DEBUG="chaos", OPENREG_DEBUG_SEED="12345")
+        for _ in range(2)
+    ]
+    for result in runs:
+        assert result.returncode == 0, result.stderr
+    first, second = (r.stdout.split("outcomes ")[1].strip() for r in runs)
+    assert "W" in first  # the bug shows as a wrong value (x read before it was filled)
+    assert first == second
+
+
+def test_correct_programs_stay_correct_under_chaos() -> None:
+    result = run(
+        """
+        import torch, torch_openreg
+        side = torch.openreg.Stream()
+        for _ in range(30):
+            x = torch.arange(4096.0, device="openreg")
+            side.wait_stream(torch.openreg.current_stream())
+            with torch.openreg.stream(side):
+                y = x * 2
+            torch.openreg.current_stream().wait_stream(side)
+            host = (y + 1).to("cpu", non_blocking=True)
+            torch.openreg.synchronize()
+            assert torch.equal(host, torch.arange(4096.0) * 2 + 1)
+        print("ok")
+        """,
+        OPENREG_DEBUG="chaos",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "ok" in result.stdout
+
+
+# ---- The pytest plugin --------------------------------------------------------------------
+
+
+def test_pytest_plugin_fails_a_racing_test(tmp_path: pytest.TempPathFactory) -> None:
+    test_file = tmp_path / "test_user.py"  # type: ignore[operator]
+    test_file.write_text(
+        textwrap.dedent(
+            """
+            import torch, torch_openreg
+
+            def test_racy():
+                x = torch.ones(1000, device="openreg")
+                with torch.openreg.stream(torch.openreg.Stream()):
+                    (x + 1).sum()
+
+            def test_correct():
+                x = torch.ones(1000, device="openreg")
+                assert torch.isnan(torch.empty(3, device="openreg")).all()
+                side = torch.openreg.Stream()
+                side.wait_stream(torch.openreg.current_stream())
+                with torch.openreg.stream(side):
+                    (x + 1).sum()
+            """
+        )
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "torch_openreg.pytest_plugin",
+            "--openreg-debug=races,poison",
+            "-W",
+            "ignore::UserWarning",
+            str(test_file),
+        ],
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=str(tmp_path),
+    )
+    assert "1 failed, 1 passed" in result.stdout, result.stdout + result.stderr
+    assert "openreg reported 1 stream race(s) during this test" in result.stdout
+    assert "openreg debug modes: poison,races" in result.stdout
