@@ -273,7 +273,6 @@ std::vector<c10::IValue> runFirstCall(const c10::OperatorHandle& op, const Argum
   return results;
 }
 
-<<<<<<< HEAD
 // ---- Sync debug mode -----------------------------------------------------------
 
 // Advanced indexing synchronizes on CUDA only when an index is a boolean
@@ -309,7 +308,8 @@ void checkDataDependentCall(const c10::OperatorHandle& op,
   const std::string what =
       op.schema().operator_name().name + " (its result depends on tensor data)";
   checkSynchronization(what.c_str());
-=======
+}
+
 // ---- Race detection (OPENREG_DEBUG=races) ------------------------------------
 
 // The schema says what an operator does with its tensors: arguments it
@@ -348,7 +348,6 @@ void recordNewResults(const c10::OperatorHandle& op, const Arguments& arguments,
     });
   }
   recordResults(c10::toString(op.operator_name()), stream, written);
->>>>>>> issue19-debug
 }
 
 // ---- Dispatch ----------------------------------------------------------------
@@ -358,12 +357,9 @@ void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Arguments arguments(stack->end() - argumentCount, stack->end());
   const LaunchContext launch = LaunchContext::forDevice(findDevice(op, arguments));
   const PlanTicket ticket = planOperatorCall(op, arguments);
-<<<<<<< HEAD
   checkDataDependentCall(op, arguments);
-=======
   const bool checkRaces = debugModeOn(kDebugRaces);
   if (checkRaces) checkOperatorAccesses(op, arguments, launch.stream);
->>>>>>> issue19-debug
   std::vector<c10::IValue> results;
   if (ticket.firstCall()) {
     results = runFirstCall(op, arguments, launch, ticket);

@@ -13,11 +13,8 @@
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
-<<<<<<< HEAD
 #include "base/sync_debug.h"
-=======
 #include "base/debug_modes.h"
->>>>>>> issue19-debug
 #include "integration/host_allocator.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
@@ -81,10 +78,7 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlock
     if (!nonBlocking) checkSynchronization("a copy from host memory with non_blocking=False");
     copyOnDevice(self, dst, dst.device().index(), !(nonBlocking && isPinned(self)));
   } else {
-<<<<<<< HEAD
     if (!nonBlocking) checkSynchronization("a copy to host memory with non_blocking=False");
-    copyOnDevice(self, dst, self.device().index(), !(nonBlocking && isPinned(dst)));
-=======
     const bool asynchronous = nonBlocking && isPinned(dst);
     // Chaos scheduling: the host may read the copy only after synchronizing,
     // so it completes as late as that allows.
@@ -92,7 +86,6 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlock
       OPENREG_CHECK(orDebugHoldStream(nativeHandle(currentStream(self.device().index()))));
     }
     copyOnDevice(self, dst, self.device().index(), !asynchronous);
->>>>>>> issue19-debug
   }
   return dst;
 }

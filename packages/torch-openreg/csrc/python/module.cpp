@@ -260,9 +260,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mark_initialized", [] { torch::utils::device_lazy_init(at::kPrivateUse1); });
   registerCompiledKernelBindings(m);
   m.def("_autocast_policy", [] { return autocastPolicy(); });
-<<<<<<< HEAD
   bindMemoryControls(m);
-=======
   m.def("_debug_modes", [] { return debugModeNames(debugModes()); });
   m.def("_set_debug_modes", &setDebugModesFromPython, py::arg("modes"));
   m.def("_race_errors_raise", &raceErrorsRaise);
@@ -284,7 +282,6 @@ PYBIND11_MODULE(_C, m) {
     OPENREG_CHECK(orDebugSetChaos(enabled ? 1 : 0, seed));
     setDebugModes(enabled ? debugModes() | kDebugChaos : debugModes() & ~kDebugChaos);
   }, py::arg("enabled"), py::arg("seed") = 0);
->>>>>>> issue19-debug
   m.def("_check_runtime", [] {
     int count = 0;
     OPENREG_CHECK(orGetDeviceCount(&count));
