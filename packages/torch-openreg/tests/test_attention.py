@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-
 from _differential import assert_matches, to_device
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 
-def attention_inputs(dtype: torch.dtype, case: str) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:
+def attention_inputs(
+    dtype: torch.dtype, case: str
+) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:
     generator = torch.Generator().manual_seed(0)
 
     def make(*shape: int) -> torch.Tensor:

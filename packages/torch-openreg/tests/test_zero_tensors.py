@@ -11,9 +11,8 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
-from torch.func import grad, hessian, jacfwd, jacrev, jvp
-
 from _differential import assert_matches
+from torch.func import grad, hessian, jacfwd, jacrev, jvp
 
 EXACT = {"rtol": 0.0, "atol": 0.0}
 
@@ -80,12 +79,12 @@ def scalar_function(x: torch.Tensor) -> torch.Tensor:
         pytest.param(
             lambda x: jvp(grad(scalar_function), (x,), (torch.ones_like(x),))[1], id="jvp-grad"
         ),
-        pytest.param(
-            lambda x: hessian(lambda y: (y * y).sum())(x), id="hessian-of-quadratic"
-        ),
+        pytest.param(lambda x: hessian(lambda y: (y * y).sum())(x), id="hessian-of-quadratic"),
     ],
 )
-def test_functorch_transforms_match_the_cpu(transform: Callable[[torch.Tensor], torch.Tensor]) -> None:
+def test_functorch_transforms_match_the_cpu(
+    transform: Callable[[torch.Tensor], torch.Tensor],
+) -> None:
     x = torch.randn(5, dtype=torch.float64)
     assert_matches(transform(x.to("openreg")), transform(x), exact=True)
 

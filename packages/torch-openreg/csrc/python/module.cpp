@@ -245,6 +245,12 @@ PYBIND11_MODULE(_C, m) {
   registerCompiledKernelBindings(m);
   m.def("_autocast_policy", [] { return autocastPolicy(); });
   bindMemoryControls(m);
+  // In a child forked after a device was used (torch.openreg._fork): torch's
+  // lazy initialisation calls torch.openreg._lazy_init() again, which raises.
+  m.def("_require_lazy_init_after_fork", [] {
+    torch::utils::set_device_in_bad_fork(at::kPrivateUse1, true);
+    torch::utils::set_requires_device_init(at::kPrivateUse1, true);
+  });
   m.def("_check_runtime", [] {
     int count = 0;
     OPENREG_CHECK(orGetDeviceCount(&count));
