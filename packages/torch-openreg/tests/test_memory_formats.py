@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-
 from _differential import to_device
 
 CL, CL3 = torch.channels_last, torch.channels_last_3d
