@@ -167,9 +167,44 @@ bool hasNestedTensor(c10::ArrayRef<c10::IValue> arguments) {
   return false;
 }
 
+bool hasSparseTensor(c10::ArrayRef<c10::IValue> arguments) {
+  for (const c10::IValue& value : arguments) {
+    if (value.isTensor() && KernelContext::isSparse(value.toTensor())) return true;
+    if (!value.isTensorList()) continue;
+    for (const at::Tensor& tensor : value.toTensorList()) {
+      if (KernelContext::isSparse(tensor)) return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+// The CPU sparse keys of sparse arguments: the CPU's dispatch picks the
+// sparse kernel over the dense one exactly so.
+c10::DispatchKeySet sparseCpuKeys(c10::ArrayRef<c10::IValue> arguments) {
+  c10::DispatchKeySet keys;
+  auto visit = [&](const at::Tensor& tensor) {
+    if (tensor.layout() == c10::kSparse) keys = keys | c10::DispatchKeySet(c10::DispatchKey::SparseCPU);
+    if (KernelContext::isSparse(tensor) && tensor.layout() != c10::kSparse) {
+      keys = keys | c10::DispatchKeySet(c10::DispatchKey::SparseCsrCPU);
+    }
+  };
+  for (const c10::IValue& value : arguments) {
+    if (value.isTensor()) visit(value.toTensor());
+    if (value.isTensorList()) {
+      for (const at::Tensor& tensor : value.toTensorList()) visit(tensor);
+    }
+  }
+  return keys;
+}
+
+}  // namespace
+
 c10::DispatchKeySet cpuKeysFor(c10::ArrayRef<c10::IValue> arguments) {
   c10::DispatchKeySet keys(c10::DispatchKey::CPU);
   if (hasNestedTensor(arguments)) keys = keys | c10::DispatchKeySet(c10::DispatchKey::NestedTensorCPU);
+  if (hasSparseTensor(arguments)) keys = keys | sparseCpuKeys(arguments);
   return keys;
 }
 
