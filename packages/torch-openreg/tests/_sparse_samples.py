@@ -59,7 +59,7 @@ def compare(expected: Any, actual: Any) -> None:
         torch.testing.assert_close(dense, expected, equal_nan=True)
     elif isinstance(expected, (list, tuple)):
         assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), "structure"
-        for left, right in zip(expected, actual):
+        for left, right in zip(expected, actual, strict=True):
             compare(left, right)
     else:
         assert expected == actual, f"{expected!r} != {actual!r}"
@@ -75,7 +75,7 @@ def run_sample(op: Any, sample: Any) -> str | None:
         actual = op(move(sample.input), *move(sample.args), **move(sample.kwargs))
         torch.openreg.synchronize()
         compare(expected, actual)
-    except Exception as error:  # noqa: BLE001 - reported, not hidden
+    except Exception as error:  # reported, not hidden
         return f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
     return None
 
@@ -93,7 +93,7 @@ def main() -> None:
                 continue
             try:
                 samples = list(op.sample_inputs_sparse(layout, "cpu", DTYPE))
-            except Exception:  # noqa: BLE001 - an OpInfo without samples for this layout
+            except Exception:  # an OpInfo without samples for this layout
                 continue
             for index, sample in enumerate(samples):
                 outcome = run_sample(op, sample)

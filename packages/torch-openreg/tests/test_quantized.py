@@ -17,7 +17,9 @@ import torch
 MESSAGE = r"openreg does not support quantized tensors.*dequantize\(\)"
 
 ROUTES: dict[str, Callable[[], object]] = {
-    "to_per_tensor": lambda: torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.qint8).to("openreg"),
+    "to_per_tensor": lambda: torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.qint8).to(
+        "openreg"
+    ),
     "to_per_channel": lambda: torch.quantize_per_channel(
         torch.randn(2, 3), torch.tensor([0.1, 0.2]), torch.tensor([0, 1]), 0, torch.quint8
     ).to("openreg"),
@@ -59,7 +61,9 @@ def test_the_cpu_accepts_what_openreg_refuses() -> None:
     # The refusals are openreg's: the same calls work on the CPU.
     quantized = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.qint8)
     assert quantized.to("cpu", copy=True).is_quantized
-    assert torch._empty_affine_quantized([3], scale=0.5, zero_point=0, dtype=torch.qint8).is_quantized
+    assert torch._empty_affine_quantized(
+        [3], scale=0.5, zero_point=0, dtype=torch.qint8
+    ).is_quantized
 
 
 def test_the_advised_alternative_works() -> None:

@@ -405,7 +405,8 @@ size_t preferCpuSparseKernels(c10::DispatchKey cpuKey, c10::DispatchKey deviceKe
       continue;
     }
     const std::string bare = name.name.substr(6);  // without "aten::"
-    const std::string qualified = name.overload_name.empty() ? bare : bare + "." + name.overload_name;
+    const std::string qualified =
+        name.overload_name.empty() ? bare : bare + "." + name.overload_name;
     library.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
     ++registered;
   }
@@ -413,13 +414,15 @@ size_t preferCpuSparseKernels(c10::DispatchKey cpuKey, c10::DispatchKey deviceKe
 }
 
 size_t preferCpuKernels() {
-  static auto* sparse = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::SparsePrivateUse1,
-                                           __FILE__, __LINE__);
-  static auto* compressed = new torch::Library(torch::Library::IMPL, "aten",
-                                               c10::DispatchKey::SparseCsrPrivateUse1, __FILE__, __LINE__);
-  const size_t sparseRegistered = preferCpuSparseKernels(c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1, *sparse) +
-                                  preferCpuSparseKernels(c10::DispatchKey::SparseCsrCPU,
-                                                         c10::DispatchKey::SparseCsrPrivateUse1, *compressed);
+  static auto* sparse = new torch::Library(torch::Library::IMPL, "aten",
+                                           c10::DispatchKey::SparsePrivateUse1, __FILE__, __LINE__);
+  static auto* compressed = new torch::Library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::SparseCsrPrivateUse1, __FILE__, __LINE__);
+  const size_t sparseRegistered =
+      preferCpuSparseKernels(c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1,
+                             *sparse) +
+      preferCpuSparseKernels(c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1,
+                             *compressed);
   static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                             __FILE__, __LINE__);
   std::vector<std::string> names;

@@ -180,31 +180,27 @@ bool hasSparseTensor(c10::ArrayRef<c10::IValue> arguments) {
 
 namespace {
 
-// The CPU sparse keys of sparse arguments: the CPU's dispatch picks the
-// sparse kernel over the dense one exactly so.
-c10::DispatchKeySet sparseCpuKeys(c10::ArrayRef<c10::IValue> arguments) {
-  c10::DispatchKeySet keys;
-  auto visit = [&](const at::Tensor& tensor) {
-    if (tensor.layout() == c10::kSparse) keys = keys | c10::DispatchKeySet(c10::DispatchKey::SparseCPU);
-    if (KernelContext::isSparse(tensor) && tensor.layout() != c10::kSparse) {
-      keys = keys | c10::DispatchKeySet(c10::DispatchKey::SparseCsrCPU);
-    }
-  };
-  for (const c10::IValue& value : arguments) {
-    if (value.isTensor()) visit(value.toTensor());
-    if (value.isTensorList()) {
-      for (const at::Tensor& tensor : value.toTensorList()) visit(tensor);
-    }
-  }
-  return keys;
+// The CPU keys beyond CPU that a kernel for `tensor` needs: the CPU's
+// dispatch picks the nested or sparse kernel over the dense one exactly so.
+c10::DispatchKeySet extraCpuKeysOf(const at::Tensor& tensor) {
+  if (!tensor.defined() || (tensor.layout() == c10::kStrided && !tensor.is_nested())) return {};
+  if (tensor.is_nested()) return c10::DispatchKeySet(c10::DispatchKey::NestedTensorCPU);
+  if (tensor.layout() == c10::kSparse) return c10::DispatchKeySet(c10::DispatchKey::SparseCPU);
+  if (KernelContext::isSparse(tensor)) return c10::DispatchKeySet(c10::DispatchKey::SparseCsrCPU);
+  return {};
 }
 
 }  // namespace
 
 c10::DispatchKeySet cpuKeysFor(c10::ArrayRef<c10::IValue> arguments) {
   c10::DispatchKeySet keys(c10::DispatchKey::CPU);
-  if (hasNestedTensor(arguments)) keys = keys | c10::DispatchKeySet(c10::DispatchKey::NestedTensorCPU);
-  if (hasSparseTensor(arguments)) keys = keys | sparseCpuKeys(arguments);
+  for (const c10::IValue& value : arguments) {
+    if (value.isTensor()) {
+      keys = keys | extraCpuKeysOf(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& tensor : value.toTensorList()) keys = keys | extraCpuKeysOf(tensor);
+    }
+  }
   return keys;
 }
 

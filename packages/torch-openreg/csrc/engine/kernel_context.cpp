@@ -106,8 +106,8 @@ at::Tensor KernelContext::adopt(const at::Tensor& result) {
   if (!result.defined() || result.device().type() != c10::DeviceType::CPU) return result;
   if (isSparse(result)) return adoptSparse(result);
   TORCH_CHECK(result.layout() == c10::kStrided || result.is_nested(),
-              "openreg supports strided, nested and sparse tensors only; this operation produced a ",
-              result.layout(), " tensor. Run it on the CPU instead (tensor.cpu()).");
+              "openreg supports strided, nested and sparse tensors only; this operation produced "
+              "a ", result.layout(), " tensor. Run it on the CPU instead (tensor.cpu()).");
   const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
   if (const c10::StorageImpl** original = originalOfAlias_.find(storage)) {
     return viewOf(byOriginal_.find(*original)->original, result);

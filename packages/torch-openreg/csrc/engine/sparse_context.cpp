@@ -13,9 +13,9 @@
 // in place (new members, new sizes, the coalesced flag) is updated the same
 // way.
 #include <ATen/SparseCsrTensorImpl.h>
+#include <ATen/SparseCsrTensorUtils.h>
 #include <ATen/SparseTensorImpl.h>
 #include <ATen/native/SparseTensorUtils.h>
-#include <ATen/SparseCsrTensorUtils.h>
 
 #include "base/device.h"
 #include "engine/kernel_context.h"
@@ -27,7 +27,8 @@ at::Tensor makeCoo(c10::DispatchKey key, const at::Tensor& like, const at::Tenso
                    const at::Tensor& values) {
   // The impl takes its device from the current one: make it the members'.
   c10::OptionalDeviceGuard guard(values.device());
-  at::Tensor made = at::detail::make_tensor<at::SparseTensorImpl>(c10::DispatchKeySet(key), like.dtype());
+  at::Tensor made =
+      at::detail::make_tensor<at::SparseTensorImpl>(c10::DispatchKeySet(key), like.dtype());
   at::SparseTensorImpl* impl = at::sparse::get_sparse_impl(made);
   const at::SparseTensorImpl* source = at::sparse::get_sparse_impl(like);
   impl->raw_resize_(source->sparse_dim(), source->dense_dim(), like.sizes());
@@ -36,11 +37,13 @@ at::Tensor makeCoo(c10::DispatchKey key, const at::Tensor& like, const at::Tenso
   return made;
 }
 
-at::Tensor makeCompressed(c10::DispatchKey key, const at::Tensor& like, const at::Tensor& compressed,
-                          const at::Tensor& plain, const at::Tensor& values) {
+at::Tensor makeCompressed(c10::DispatchKey key, const at::Tensor& like,
+                          const at::Tensor& compressed, const at::Tensor& plain,
+                          const at::Tensor& values) {
   at::Tensor made = at::detail::make_tensor<at::SparseCsrTensorImpl>(
       c10::DispatchKeySet(key), values.device(), like.layout(), like.dtype());
-  at::sparse_csr::get_sparse_csr_impl(made)->set_member_tensors(compressed, plain, values, like.sizes());
+  at::sparse_csr::get_sparse_csr_impl(made)->set_member_tensors(compressed, plain, values,
+                                                                like.sizes());
   return made;
 }
 
@@ -77,7 +80,8 @@ at::Tensor KernelContext::aliasSparse(const at::Tensor& tensor) {
   for (const at::Tensor& member : originals) aliases.push_back(alias(member));
   at::Tensor made =
       rebuild(tensor, c10::DispatchKey::SparseCPU, c10::DispatchKey::SparseCsrCPU, aliases);
-  sparseAliases_.push_back(SparseAlias{tensor, std::move(made), std::move(originals), std::move(aliases)});
+  sparseAliases_.push_back(
+      SparseAlias{tensor, std::move(made), std::move(originals), std::move(aliases)});
   return sparseAliases_.back().alias;
 }
 
@@ -102,8 +106,8 @@ at::Tensor KernelContext::adoptSparse(const at::Tensor& result) {
   DeviceScope scope(device_);
   c10::SmallVector<at::Tensor, 3> members = membersOf(result);
   for (at::Tensor& member : members) member = adoptMember(member, false);
-  return rebuild(result, c10::DispatchKey::SparsePrivateUse1, c10::DispatchKey::SparseCsrPrivateUse1,
-                 members);
+  return rebuild(result, c10::DispatchKey::SparsePrivateUse1,
+                 c10::DispatchKey::SparseCsrPrivateUse1, members);
 }
 
 void KernelContext::writeBackSparse(const at::Tensor& original) {
@@ -122,8 +126,8 @@ void KernelContext::writeBackSparse(const at::Tensor& original) {
     impl->set_indices_and_values_unsafe(members[0], members[1]);
     impl->set_coalesced(source->coalesced());
   } else {
-    at::sparse_csr::get_sparse_csr_impl(original)->set_member_tensors(members[0], members[1], members[2],
-                                                                       changed.sizes());
+    at::sparse_csr::get_sparse_csr_impl(original)->set_member_tensors(members[0], members[1],
+                                                                      members[2], changed.sizes());
   }
 }
 

@@ -13,9 +13,9 @@
 // backend" error. The selection reads only shapes, dtypes, strides and flags,
 // never tensor data, so it runs on the caller's thread.
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/_fused_sdp_choice_ops.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_fused_sdp_choice_ops.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -23,12 +23,13 @@
 namespace torch_openreg {
 namespace {
 
-int64_t chooseAttentionBackend(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+int64_t chooseAttentionBackend(const at::Tensor& query, const at::Tensor& key,
+                               const at::Tensor& value,
                                const std::optional<at::Tensor>& attentionMask, double dropout,
                                bool isCausal, std::optional<double> scale, bool enableGqa) {
   return at::_ops::_fused_sdp_choice::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), query,
-                                                 key, value, attentionMask, dropout, isCausal, scale,
-                                                 enableGqa);
+                                                 key, value, attentionMask, dropout, isCausal,
+                                                 scale, enableGqa);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

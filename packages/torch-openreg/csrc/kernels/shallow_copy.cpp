@@ -36,8 +36,10 @@ bool hasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from
   const c10::DispatchKeySet mine = self.key_set(), theirs = from.key_set();
   // Nested tensors have Dense keys too, but another TensorImpl type.
   if (self.is_nested() || from.is_nested()) return false;
-  return (isSwappable(mine, c10::DispatchKey::Dense) && isSwappable(theirs, c10::DispatchKey::Dense)) ||
-         (isSwappable(mine, c10::DispatchKey::Sparse) && isSwappable(theirs, c10::DispatchKey::Sparse));
+  return (isSwappable(mine, c10::DispatchKey::Dense) &&
+          isSwappable(theirs, c10::DispatchKey::Dense)) ||
+         (isSwappable(mine, c10::DispatchKey::Sparse) &&
+          isSwappable(theirs, c10::DispatchKey::Sparse));
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

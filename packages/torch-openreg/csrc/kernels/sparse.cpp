@@ -60,18 +60,19 @@ at::Tensor cooWithDims(int64_t sparseDim, int64_t denseDim, at::IntArrayRef size
                        std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
                        std::optional<c10::Device> device, std::optional<bool> pinMemory) {
   c10::OptionalDeviceGuard guard(device);
-  return at::native::new_with_dims_sparse(sparseDim, denseDim, size, dtype, layout, device, pinMemory);
+  return at::native::new_with_dims_sparse(sparseDim, denseDim, size, dtype, layout, device,
+                                          pinMemory);
 }
 
 at::Tensor cooWithDimsAndTensors(int64_t sparseDim, int64_t denseDim, c10::SymIntArrayRef size,
                                  const at::Tensor& indices, const at::Tensor& values,
-                                 std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
+                                 std::optional<at::ScalarType> dtype,
+                                 std::optional<c10::Layout> layout,
                                  std::optional<c10::Device> device, std::optional<bool> pinMemory,
                                  std::optional<bool> isCoalesced) {
   c10::OptionalDeviceGuard guard(device ? device : std::optional(values.device()));
-  return at::native::new_with_dims_and_tensor_sparse_symint(sparseDim, denseDim, size, indices, values,
-                                                            dtype, layout, device, pinMemory,
-                                                            isCoalesced);
+  return at::native::new_with_dims_and_tensor_sparse_symint(
+      sparseDim, denseDim, size, indices, values, dtype, layout, device, pinMemory, isCoalesced);
 }
 
 // ---- Copies (member by member, with dense copies: also across devices) ----------

@@ -19,13 +19,15 @@ namespace torch_openreg {
 namespace {
 
 at::Tensor efficientZeroTensor(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
-                               std::optional<c10::Layout> /*layout*/, std::optional<c10::Device> device,
+                               std::optional<c10::Layout> /*layout*/,
+                               std::optional<c10::Device> device,
                                std::optional<bool> /*pinMemory*/) {
   const c10::DeviceIndex index = resolveDevice(device ? device->index() : -1);
   at::native::ZeroTensorAllocator allocator(openregDevice(index));
-  const c10::DispatchKeySet keys =
-      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
-  return at::detail::empty_generic(size, &allocator, keys, c10::dtype_or_default(dtype), std::nullopt);
+  const c10::DispatchKeySet keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) |
+                                   c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(size, &allocator, keys, c10::dtype_or_default(dtype),
+                                   std::nullopt);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
