@@ -295,3 +295,40 @@ def test_sparse_opinfo_samples_match_the_cpu(
     assert summary["failures"] == [], "\n".join(summary["failures"])
     for layout, floor in SAMPLE_FLOORS.items():
         assert summary["passed"][layout] >= floor, (layout, summary["passed"][layout])
+
+
+def test_copy_fallback_mode_runs_sparse_operators_in_place(
+    run_python: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    # OPENREG_FALLBACK=copy uses PyTorch's cpu_fallback, which copies dense
+    # tensors only: sparse operators must still work there.
+    result = run_python(
+        """
+        import io, warnings
+        import torch, torch_openreg
+        warnings.simplefilter("ignore")
+        dense = torch.tensor([[0.0, 2.0], [3.0, 0.0]])
+        for sparse in (dense.to_sparse(), dense.to_sparse_csr()):
+            moved = sparse.to("openreg")
+            assert torch.equal((moved * 2).to_dense().cpu(), dense * 2)
+            buffer = io.BytesIO()
+            torch.save(moved, buffer)
+            buffer.seek(0)
+            loaded = torch.load(buffer)
+            assert loaded.device.type == "openreg" and loaded.layout == sparse.layout
+            assert torch.equal(loaded.to_dense().cpu(), dense)
+        assert torch.equal((dense.to("openreg") + 1).cpu(), dense + 1)
+        print("ok")
+        """,
+        OPENREG_FALLBACK="copy",
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_save_and_load_keep_sparse_tensors_on_the_device(tmp_path: Path) -> None:
+    for convert in CONVERSIONS.values():
+        moved = convert(DENSE).to("openreg:1")
+        torch.save(moved, tmp_path / "sparse.pt")
+        loaded = torch.load(tmp_path / "sparse.pt")
+        assert loaded.device == moved.device
+        compare(convert(DENSE), loaded)

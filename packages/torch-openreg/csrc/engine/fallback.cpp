@@ -346,12 +346,13 @@ FallbackMode fallbackMode() {
 std::string fallbackModeName() { return fallbackMode() == FallbackMode::Copy ? "copy" : "inplace"; }
 
 void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
-  if (fallbackMode() == FallbackMode::Copy) {
+  const size_t argumentCount = op.schema().arguments().size();
+  const c10::ArrayRef<c10::IValue> arguments(stack->data() + stack->size() - argumentCount,
+                                             argumentCount);
+  // cpu_fallback copies dense tensors only: sparse ones run in place.
+  if (fallbackMode() == FallbackMode::Copy && !hasSparseTensor(arguments)) {
     // The same device rules as the default mode (cpu_fallback would copy
     // tensors of any devices to the host without complaint).
-    const size_t argumentCount = op.schema().arguments().size();
-    const c10::ArrayRef<c10::IValue> arguments(stack->data() + stack->size() - argumentCount,
-                                               argumentCount);
     findDevice(op, arguments);
     checkDataDependentCall(op, arguments);
     // Its copies through the host are how this mode runs every operator.
