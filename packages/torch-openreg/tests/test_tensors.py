@@ -157,10 +157,11 @@ def test_empty_strided_and_memory_format():
     assert channels_last.is_contiguous(memory_format=torch.channels_last)
 
 
-def test_sparse_layout_rejected():
-    # Either the dispatcher (no Sparseopenreg kernel) or the binding's layout check.
-    with pytest.raises(RuntimeError, match=r"Sparseopenreg|strided tensors only"):
-        torch.empty(2, 2, layout=torch.sparse_coo, device="openreg")
+def test_sparse_layouts_supported_mkldnn_rejected():
+    # Sparse layouts: see test_sparse.py. MKLDNN is a CPU-only layout, as on CUDA.
+    assert torch.empty(2, 2, layout=torch.sparse_coo, device="openreg").is_sparse
+    with pytest.raises(RuntimeError, match="mkldnn"):
+        torch.empty(2, 2, layout=torch._mkldnn, device="openreg")
 
 
 # --- copies ------------------------------------------------------------------------

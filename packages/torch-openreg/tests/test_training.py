@@ -3,18 +3,10 @@
 Every run starts from identical weights (a deep copy of one CPU model) and sees
 identical batches; per-step losses and final parameters are compared.
 
-Tolerances (measured, then chosen as the tightest that holds):
-
-* MLP (Linear/ReLU/Dropout/cross_entropy, SGD or Adam in every implementation):
-  bit-exact. Every operator runs the CPU kernel on the same bytes.
-* Transformer: not bit-exact, by design of the dispatcher rather than a bug.
-  ``native_layer_norm`` has a CompositeExplicitAutograd kernel that wins over
-  the PrivateUse1 fallback, so openreg runs the decomposed layer norm where the
-  CPU runs its fused kernel; and ``scaled_dot_product_attention`` takes the math
-  path on openreg where the CPU takes its flash kernel. Measured: loss
-  differences <= 2.4e-7 (relative <= 1.5e-7), parameter differences <= 1.6e-6
-  after 4 AdamW steps, except for the key-projection bias (see
-  ``compare_transformer_parameters``).
+Every comparison is bit-exact: every operator runs the CPU kernel on the same
+bytes — including ``scaled_dot_product_attention``, which picks the CPU's backend
+(its flash kernel) on openreg too (``csrc/kernels/attention.cpp``), and the fused
+``native_layer_norm`` (``preferCpuKernels`` in ``csrc/engine/fallback.cpp``).
 """
 
 from __future__ import annotations
@@ -31,9 +23,6 @@ OptimizerFactory = Callable[[Iterable[torch.Tensor]], torch.optim.Optimizer]
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 EXACT = {"rtol": 0.0, "atol": 0.0}
-# Transformer: measured maxima 2.4e-7 (loss) and 1.6e-6 (parameters), see above.
-TRANSFORMER_LOSS = {"rtol": 1e-6, "atol": 1e-7}
-TRANSFORMER_PARAMS = {"rtol": 1e-5, "atol": 3e-6}
 
 
 def make_mlp(dropout: float = 0.0) -> nn.Module:
@@ -210,42 +199,13 @@ def test_mlp_dropout_training_matches_cpu_with_same_seed() -> None:
     torch.testing.assert_close(actual[1](inputs.to("openreg")).cpu(), reference[1](inputs), **EXACT)
 
 
-def compare_transformer_parameters(cpu_model: nn.Module, openreg_model: nn.Module) -> None:
-    """Compare parameters after Adam-style training, minus the key bias values.
-
-    The key-projection bias (in_proj_bias[d:2d]) has an analytically zero
-    gradient: softmax is invariant to adding the same q.b_k to every key
-    score. Its computed gradient is rounding noise (~1e-10), which Adam
-    normalises to updates of about +-lr, so its values are not comparable
-    across any two implementations. Its gradient is checked to be ~0 instead.
-    """
-    expected, actual = cpu_state(cpu_model), cpu_state(openreg_model)
-    assert actual.keys() == expected.keys()
-    compared = 0
-    for name, value in expected.items():
-        if name.endswith("self_attn.in_proj_bias"):
-            d_model = value.shape[0] // 3
-            keep = torch.ones_like(value, dtype=torch.bool)
-            keep[d_model : 2 * d_model] = False
-            torch.testing.assert_close(
-                actual[name][keep], value[keep], **TRANSFORMER_PARAMS, msg=name
-            )
-            grad = dict(openreg_model.named_parameters())[name].grad.cpu()
-            assert grad[d_model : 2 * d_model].abs().max() < 1e-6, name
-            compared += 1
-        else:
-            torch.testing.assert_close(actual[name], value, **TRANSFORMER_PARAMS, msg=name)
-    assert compared == 2
-
-
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 def test_transformer_adamw_training_matches_cpu(dropout: float) -> None:
     model, batches = make_transformer(dropout), transformer_batches()
     factory: OptimizerFactory = lambda p: torch.optim.AdamW(p, lr=1e-3)  # noqa: E731
     reference = train(copy.deepcopy(model), "cpu", factory, batches, seed=7)
     actual = train(copy.deepcopy(model), "openreg", factory, batches, seed=7)
-    torch.testing.assert_close(actual[0], reference[0], **TRANSFORMER_LOSS)
-    compare_transformer_parameters(reference[1], actual[1])
+    assert_same_training(reference, actual, EXACT)
     assert_all_on(actual[1], actual[2], "openreg:0")
     if dropout:
         # A different seed must change the losses (dropout is active and

@@ -391,12 +391,13 @@ FallbackMode fallbackMode() {
 std::string fallbackModeName() { return fallbackMode() == FallbackMode::Copy ? "copy" : "inplace"; }
 
 void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
-  if (fallbackMode() == FallbackMode::Copy) {
+  const size_t argumentCount = op.schema().arguments().size();
+  const c10::ArrayRef<c10::IValue> arguments(stack->data() + stack->size() - argumentCount,
+                                             argumentCount);
+  // cpu_fallback copies dense tensors only: sparse ones run in place.
+  if (fallbackMode() == FallbackMode::Copy && !hasSparseTensor(arguments)) {
     // The same device rules as the default mode (cpu_fallback would copy
     // tensors of any devices to the host without complaint).
-    const size_t argumentCount = op.schema().arguments().size();
-    const c10::ArrayRef<c10::IValue> arguments(stack->data() + stack->size() - argumentCount,
-                                               argumentCount);
     findDevice(op, arguments);
     checkDataDependentCall(op, arguments);
     // Its copies through the host are how this mode runs every operator.
@@ -434,7 +435,40 @@ bool unaryOrBinary(const c10::FunctionSchema& schema) {
   return tensors <= 2;
 }
 
+// Sparse openreg tensors: every operator with a sparse CPU kernel runs it
+// through the fallback. Without a direct registration, PyTorch would pick a
+// generic kernel (CompositeExplicitAutogradNonFunctional covers the sparse
+// compressed keys too, e.g. for mul) over the sparse fallback, and that
+// kernel rejects sparse layouts.
+size_t preferCpuSparseKernels(c10::DispatchKey cpuKey, c10::DispatchKey deviceKey,
+                              torch::Library& library) {
+  size_t registered = 0;
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
+    if (!op || !op->hasSchema() || !op->hasKernelForDispatchKey(cpuKey) ||
+        op->hasKernelForDispatchKey(deviceKey)) {
+      continue;
+    }
+    const std::string bare = name.name.substr(6);  // without "aten::"
+    const std::string qualified =
+        name.overload_name.empty() ? bare : bare + "." + name.overload_name;
+    library.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
+    ++registered;
+  }
+  return registered;
+}
+
 size_t preferCpuKernels() {
+  static auto* sparse = new torch::Library(torch::Library::IMPL, "aten",
+                                           c10::DispatchKey::SparsePrivateUse1, __FILE__, __LINE__);
+  static auto* compressed = new torch::Library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::SparseCsrPrivateUse1, __FILE__, __LINE__);
+  const size_t sparseRegistered =
+      preferCpuSparseKernels(c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1,
+                             *sparse) +
+      preferCpuSparseKernels(c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1,
+                             *compressed);
   static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                             __FILE__, __LINE__);
   std::vector<std::string> names;
@@ -470,12 +504,22 @@ size_t preferCpuKernels() {
     library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
     ++registered;
   }
-  return registered;
+  return registered + sparseRegistered;
 }
 
 // Nested tensors on openreg (e.g. the Transformer fast path) run the CPU's
 // nested kernels the same way.
 TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
+}
+
+// Sparse tensors on openreg (COO; CSR, CSC, BSR, BSC) run the CPU's sparse
+// kernels on aliases of their members (sparse_context.cpp), synchronously.
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&openregFallback>());
 }
 

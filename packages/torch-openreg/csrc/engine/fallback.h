@@ -32,6 +32,9 @@ void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, to
 // call the out= form) are replaced for unary and binary operators only —
 // one dispatch instead of two — and kept for the others, whose device
 // checks (which host tensors may mix in) are operator-specific.
+// Likewise every operator with a sparse CPU kernel is registered for the
+// sparse openreg keys, where a generic kernel would otherwise win over the
+// sparse fallback.
 // Returns the number of operators registered (called once, from _init).
 size_t preferCpuKernels();
 

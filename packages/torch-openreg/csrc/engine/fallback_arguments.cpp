@@ -167,9 +167,40 @@ bool hasNestedTensor(c10::ArrayRef<c10::IValue> arguments) {
   return false;
 }
 
+bool hasSparseTensor(c10::ArrayRef<c10::IValue> arguments) {
+  for (const c10::IValue& value : arguments) {
+    if (value.isTensor() && KernelContext::isSparse(value.toTensor())) return true;
+    if (!value.isTensorList()) continue;
+    for (const at::Tensor& tensor : value.toTensorList()) {
+      if (KernelContext::isSparse(tensor)) return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+// The CPU keys beyond CPU that a kernel for `tensor` needs: the CPU's
+// dispatch picks the nested or sparse kernel over the dense one exactly so.
+c10::DispatchKeySet extraCpuKeysOf(const at::Tensor& tensor) {
+  if (!tensor.defined() || (tensor.layout() == c10::kStrided && !tensor.is_nested())) return {};
+  if (tensor.is_nested()) return c10::DispatchKeySet(c10::DispatchKey::NestedTensorCPU);
+  if (tensor.layout() == c10::kSparse) return c10::DispatchKeySet(c10::DispatchKey::SparseCPU);
+  if (KernelContext::isSparse(tensor)) return c10::DispatchKeySet(c10::DispatchKey::SparseCsrCPU);
+  return {};
+}
+
+}  // namespace
+
 c10::DispatchKeySet cpuKeysFor(c10::ArrayRef<c10::IValue> arguments) {
   c10::DispatchKeySet keys(c10::DispatchKey::CPU);
-  if (hasNestedTensor(arguments)) keys = keys | c10::DispatchKeySet(c10::DispatchKey::NestedTensorCPU);
+  for (const c10::IValue& value : arguments) {
+    if (value.isTensor()) {
+      keys = keys | extraCpuKeysOf(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& tensor : value.toTensorList()) keys = keys | extraCpuKeysOf(tensor);
+    }
+  }
   return keys;
 }
 

@@ -57,8 +57,10 @@ std::optional<size_t> mutatedArgumentOf(const c10::FunctionSchema& schema, size_
 void writeBackMutated(const c10::IValue& value, KernelContext& context);
 
 bool hasNestedTensor(c10::ArrayRef<c10::IValue> arguments);
-// The CPU dispatch keys to run a kernel with (nested inputs need the
-// nested CPU kernels).
+// A COO or compressed sparse tensor among the arguments (or in a tensor list).
+bool hasSparseTensor(c10::ArrayRef<c10::IValue> arguments);
+// The CPU dispatch keys to run a kernel with (nested and sparse inputs need
+// the nested and sparse CPU kernels).
 c10::DispatchKeySet cpuKeysFor(c10::ArrayRef<c10::IValue> arguments);
 
 }  // namespace torch_openreg

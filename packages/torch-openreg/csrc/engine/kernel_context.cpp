@@ -67,8 +67,9 @@ KernelContext::AliasedStorage& KernelContext::aliasStorage(const c10::Storage& o
 
 at::Tensor KernelContext::alias(const at::Tensor& tensor) {
   if (!isOpenReg(tensor)) return tensor;
+  if (isSparse(tensor)) return aliasSparse(tensor);
   TORCH_CHECK(tensor.layout() == c10::kStrided || tensor.is_nested(),
-              "openreg supports strided and nested tensors only, got ", tensor.layout());
+              "openreg supports strided, nested and sparse tensors only, got ", tensor.layout());
   if (at::Tensor* cached = aliasOfTensor_.find(tensor.unsafeGetTensorImpl())) return *cached;
   checkStorageCovers(tensor);
   at::Tensor created = makeLike(aliasStorage(tensor.storage()).alias, c10::DispatchKey::CPU, tensor);
@@ -103,9 +104,10 @@ c10::Storage KernelContext::adoptStorage(const c10::Storage& cpuStorage) {
 
 at::Tensor KernelContext::adopt(const at::Tensor& result) {
   if (!result.defined() || result.device().type() != c10::DeviceType::CPU) return result;
+  if (isSparse(result)) return adoptSparse(result);
   TORCH_CHECK(result.layout() == c10::kStrided || result.is_nested(),
-              "openreg supports strided (and nested) tensors only; this operation produced a ",
-              result.layout(), " tensor. Run it on the CPU instead (tensor.cpu()).");
+              "openreg supports strided, nested and sparse tensors only; this operation produced "
+              "a ", result.layout(), " tensor. Run it on the CPU instead (tensor.cpu()).");
   const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
   if (const c10::StorageImpl** original = originalOfAlias_.find(storage)) {
     return viewOf(byOriginal_.find(*original)->original, result);
@@ -115,6 +117,7 @@ at::Tensor KernelContext::adopt(const at::Tensor& result) {
 
 void KernelContext::writeBack(const at::Tensor& original) {
   if (!isOpenReg(original) || original.is_nested()) return;
+  if (isSparse(original)) return writeBackSparse(original);
   const at::Tensor* cached = aliasOfTensor_.find(original.unsafeGetTensorImpl());
   if (cached == nullptr) return;
   const at::Tensor changed = *cached;

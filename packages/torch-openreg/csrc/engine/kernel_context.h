@@ -11,6 +11,8 @@
 //   * anything else (host memory) -> copied into new device memory.
 // and applies in-place metadata changes (resize) of mutated aliases back to
 // the openreg tensors (adopt/writeBack: inside runOnDevice() only).
+// Sparse tensors (COO, CSR, CSC, BSR, BSC) are aliased member by member: see
+// sparse_context.cpp.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -36,6 +38,13 @@ class KernelContext {
   // Applies size/stride/storage changes of `alias(original)` to `original`.
   void writeBack(const at::Tensor& original);
 
+  // COO or compressed (CSR, CSC, BSR, BSC).
+  static bool isSparse(const at::Tensor& tensor) {
+    const c10::Layout layout = tensor.layout();
+    return layout == c10::kSparse || layout == c10::kSparseCsr || layout == c10::kSparseCsc ||
+           layout == c10::kSparseBsr || layout == c10::kSparseBsc;
+  }
+
   c10::DeviceIndex device() const { return device_; }
 
  private:
@@ -48,6 +57,20 @@ class KernelContext {
   AliasedStorage& aliasStorage(const c10::Storage& original);
   at::Tensor viewOf(const c10::Storage& storage, const at::Tensor& layout);
   c10::Storage adoptStorage(const c10::Storage& cpuStorage);
+
+  // Sparse tensors (sparse_context.cpp): a sparse CPU tensor over aliases of
+  // the members, and its inverse for results and mutated arguments.
+  struct SparseAlias {
+    at::Tensor original;
+    at::Tensor alias;
+    c10::SmallVector<at::Tensor, 3> originalMembers;
+    c10::SmallVector<at::Tensor, 3> memberAliases;
+  };
+  at::Tensor aliasSparse(const at::Tensor& tensor);
+  at::Tensor adoptSparse(const at::Tensor& result);
+  at::Tensor adoptMember(const at::Tensor& member, bool writeBackOriginal);
+  void writeBackSparse(const at::Tensor& original);
+  SparseAlias* findSparseAlias(const at::TensorImpl* original);
 
   // An operator has a handful of tensors: linear search in a vector beats a
   // hash map, and a context is built for every operator call (inline storage
@@ -72,6 +95,8 @@ class KernelContext {
   SmallMap<const c10::StorageImpl*, const c10::StorageImpl*> originalOfAlias_;
   SmallMap<const c10::StorageImpl*, c10::Storage> adopted_;
   SmallMap<const at::TensorImpl*, at::Tensor> aliasOfTensor_;
+  // Empty (no allocation) for the dense operators that are the common case.
+  std::vector<SparseAlias> sparseAliases_;
 };
 
 }  // namespace torch_openreg

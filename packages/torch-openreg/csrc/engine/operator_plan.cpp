@@ -56,6 +56,7 @@ bool describeResults(const c10::FunctionSchema& schema, const torch::jit::Stack&
     } else {
       if (!stack[i].isTensor()) return false;
       const at::Tensor& output = stack[i].toTensor();
+      if (output.defined() && output.layout() != c10::kStrided) return false;  // e.g. to_sparse()
       if (output.defined()) {
         const c10::StorageImpl* storage = output.storage().unsafeGetStorageImpl();
         const bool shared =
@@ -91,7 +92,9 @@ bool mutatesArguments(const c10::FunctionSchema& schema) {
 }  // namespace
 
 void planOperatorOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments, Plan& plan) {
-  if (hasNestedTensor(arguments)) return plan.makeSynchronous();
+  // Nested and sparse kernels run synchronously: their results' members and
+  // sizes depend on the data (and few have meta kernels).
+  if (hasNestedTensor(arguments) || hasSparseTensor(arguments)) return plan.makeSynchronous();
   const c10::FunctionSchema& schema = op.schema();
   MetaShadows shadows;
   torch::jit::Stack stack;

@@ -38,12 +38,17 @@ const at::Tensor& resize(const at::Tensor& self, at::IntArrayRef size,
   for (int64_t length : size) {
     TORCH_CHECK(length >= 0, "Trying to create tensor with negative dimension ", length, ": ", size);
   }
+  // The CPU's rules: the same sizes keep the strides (a channels_last tensor
+  // stays so); new sizes are contiguous; an explicit format then restrides,
+  // and "preserve" is refused.
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(size);
-  if (memoryFormat && *memoryFormat != c10::MemoryFormat::Preserve) {
+  if (self.sizes() != size) impl->set_sizes_contiguous(size);
+  growStorageFor(self);
+  if (memoryFormat) {
+    TORCH_CHECK(*memoryFormat != c10::MemoryFormat::Preserve, "Unsupported memory format",
+                *memoryFormat);
     impl->empty_tensor_restride(*memoryFormat);
   }
-  growStorageFor(self);
   return self;
 }
 

@@ -66,7 +66,9 @@ Tensors gruForward(const Tensors& t) {
   const at::Tensor r = (in[0] + hidden[0]).sigmoid();
   const at::Tensor z = (in[1] + hidden[1]).sigmoid();
   const at::Tensor n = (in[2] + r * hidden[2]).tanh();
-  return {n + z * (t[2] - n), at::cat({r, z, n, hidden[2], t[2]}, 1)};
+  // (hx - n) * z + n, in this order, gives hy the layout of hx, as the CPU's
+  // gru_cell does.
+  return {(t[2] - n) * z + n, at::cat({r, z, n, hidden[2], t[2]}, 1)};
 }
 
 // inputs: grad_hy, workspace

@@ -282,6 +282,12 @@ PYBIND11_MODULE(_C, m) {
     OPENREG_CHECK(orDebugSetChaos(enabled ? 1 : 0, seed));
     setDebugModes(enabled ? debugModes() | kDebugChaos : debugModes() & ~kDebugChaos);
   }, py::arg("enabled"), py::arg("seed") = 0);
+  // In a child forked after a device was used (torch.openreg._fork): torch's
+  // lazy initialisation calls torch.openreg._lazy_init() again, which raises.
+  m.def("_require_lazy_init_after_fork", [] {
+    torch::utils::set_device_in_bad_fork(at::kPrivateUse1, true);
+    torch::utils::set_requires_device_init(at::kPrivateUse1, true);
+  });
   m.def("_check_runtime", [] {
     int count = 0;
     OPENREG_CHECK(orGetDeviceCount(&count));

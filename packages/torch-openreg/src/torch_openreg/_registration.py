@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from . import _C, _compile, distributed, openreg
+from . import _C, _compile, _multiprocessing, distributed, openreg
 
 BACKEND_NAME = "openreg"
 _registered = False
@@ -40,6 +40,7 @@ def register() -> None:
         for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
     )
     distributed.register()
+    _multiprocessing.install_reducers()
     atexit.register(_drain_devices)
     _compile.install()
     _C._mark_initialized()

@@ -17,6 +17,7 @@ import torch
 
 from .. import _C
 from . import _utils, amp, debug
+from ._fork import _is_in_bad_fork, _lazy_init
 from ._utils import DeviceLike, _get_device_index
 from .memory import (
     MemPool,
@@ -97,20 +98,18 @@ def synchronize(device: DeviceLike = None) -> None:
 
 
 def is_initialized() -> bool:
-    """True once any openreg device has been used in this process."""
-    return _C._is_initialized()
+    """True once any openreg device has been used in this process (false in a bad fork)."""
+    return _C._is_initialized() and not _is_in_bad_fork()
 
 
 def init() -> None:
     """Initialise the openreg runtime now (it is otherwise initialised lazily).
 
-    Raises if OPENREG_DEVICE_COUNT / OPENREG_DEVICE_MEMORY are invalid.
+    Raises if OPENREG_DEVICE_COUNT / OPENREG_DEVICE_MEMORY are invalid, or in a
+    child forked after the parent used a device (use the 'spawn' start method).
     """
+    _lazy_init()
     _C._check_runtime()
-
-
-def _is_in_bad_fork() -> bool:
-    return is_initialized() and os.getpid() != _initialized_pid
 
 
 def _checked_index(device: DeviceLike) -> int:
@@ -343,10 +342,6 @@ def _sleep(milliseconds: float, device: DeviceLike = None) -> None:
             f"(one day), got {milliseconds!r}"
         )
     _C._sleep(_get_device_index(device, optional=True), round(milliseconds * 1000))
-
-
-def _lazy_init() -> None:
-    """Kept for device-module protocol compatibility; openreg initialises lazily itself."""
 
 
 class device:

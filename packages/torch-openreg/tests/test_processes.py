@@ -1,0 +1,245 @@
+"""openreg across processes: forked children and torch.multiprocessing, as with CUDA.
+
+* A child forked after the parent used a device cannot use it (the runtime
+  refuses); like ``torch.cuda``, ``torch.openreg.init()`` and torch's lazy
+  initialisation on the first device call raise "Cannot re-initialize openreg in
+  forked subprocess ... 'spawn' start method" (``torch_openreg/openreg/_fork.py``).
+* Sending an openreg tensor or storage to another process is refused at the
+  sender with an error naming openreg and the way out
+  (``torch_openreg/_multiprocessing.py``).
+
+Every scenario runs in a fresh interpreter (forking the test process, with its
+stream worker threads, would test pytest rather than openreg), and every wait
+on another process has a deadline.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+BAD_FORK = (
+    "Cannot re-initialize openreg in forked subprocess. To use openreg with multiprocessing, "
+    "you must use the 'spawn' start method"
+)
+
+# Runs CHILD_BODY in a child forked with os.fork; the child reports on stdout.
+FORK_TEMPLATE = """
+import os, sys, torch, torch_openreg
+USE_DEVICE_FIRST
+sys.stdout.flush()
+pid = os.fork()
+if pid == 0:
+    def attempt(name, call):
+        try:
+            result = call()
+        except RuntimeError as error:
+            print(name, "raised:", error, flush=True)
+        else:
+            print(name, "returned:", result, flush=True)
+    CHILD_BODY
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print("child status", status, flush=True)
+"""
+
+CHILD_CALLS = """
+    attempt("is_in_bad_fork", torch.openreg._is_in_bad_fork)
+    attempt("is_initialized", torch.openreg.is_initialized)
+    attempt("init", torch.openreg.init)
+    attempt("factory", lambda: torch.ones(2, device="openreg").sum().item())
+    attempt("to", lambda: torch.ones(2).to("openreg").sum().item())
+    attempt("manual_seed", lambda: type(torch.manual_seed(0)).__name__)
+"""
+
+
+def run_fork(run_python, use_device_first: bool, body: str = CHILD_CALLS) -> dict[str, str]:
+    code = FORK_TEMPLATE.replace(
+        "USE_DEVICE_FIRST",
+        "torch.ones(1, device='openreg').sum().item()" if use_device_first else "",
+    ).replace("    CHILD_BODY", body)
+    result = run_python(code, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "child status 0" in result.stdout, result.stdout + result.stderr
+    lines = [
+        line for line in result.stdout.splitlines() if " raised: " in line or " returned: " in line
+    ]
+    return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in lines}
+
+
+def test_child_forked_after_device_use_cannot_initialise(run_python) -> None:
+    report = run_fork(run_python, use_device_first=True)
+    assert report["is_in_bad_fork"] == "returned: True"
+    assert report["is_initialized"] == "returned: False"
+    for call in ("init", "factory", "to"):
+        assert report[call] == f"raised: {BAD_FORK}", (call, report[call])
+    # torch.manual_seed seeds every device that is not in a bad fork: it skips openreg.
+    assert report["manual_seed"] == "returned: Generator"
+
+
+def test_error_is_cudas_with_openreg_name() -> None:
+    import torch.cuda
+
+    # torch.cuda's message, from its source (adjacent string literals joined).
+    source = re.sub(r'"\s*\n\s*"', "", Path(torch.cuda.__file__).read_text())
+    assert BAD_FORK.replace("openreg", "CUDA") in source
+
+
+def test_child_forked_before_any_device_use_can_use_the_device(run_python) -> None:
+    report = run_fork(run_python, use_device_first=False)
+    assert report["is_in_bad_fork"] == "returned: False"
+    assert report["init"] == "returned: None"
+    assert report["factory"] == "returned: 2.0"
+    assert report["to"] == "returned: 2.0"
+
+
+def test_grandchild_of_a_bad_fork_is_in_a_bad_fork_too(run_python) -> None:
+    body = """
+    pid = os.fork()
+    if pid == 0:
+        attempt("grandchild_bad_fork", torch.openreg._is_in_bad_fork)
+        attempt("grandchild_init", torch.openreg.init)
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+    report = run_fork(run_python, use_device_first=True, body=body)
+    assert report["grandchild_bad_fork"] == "returned: True"
+    assert report["grandchild_init"] == f"raised: {BAD_FORK}"
+
+
+MULTIPROCESSING_FORK = """
+import multiprocessing as mp, torch, torch_openreg
+
+def child(queue):
+    try:
+        torch.zeros(1, device="openreg")
+    except RuntimeError as error:
+        queue.put(str(error))
+    else:
+        queue.put("no error")
+
+if __name__ == "__main__":
+    torch.ones(1, device="openreg").sum().item()
+    context = mp.get_context(METHOD)
+    queue = context.Queue()
+    process = context.Process(target=child, args=(queue,))
+    process.start()
+    print(queue.get(timeout=120), flush=True)
+    process.join(timeout=120)
+    print("exit", process.exitcode, flush=True)
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_multiprocessing_start_methods(run_python, tmp_path, method: str) -> None:
+    # spawn needs an importable __main__: run the script from a file.
+    script = tmp_path / "start_method.py"
+    script.write_text(MULTIPROCESSING_FORK.replace("METHOD", repr(method)))
+    result = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')")
+    assert result.returncode == 0, result.stderr
+    first, last = result.stdout.strip().splitlines()[-2:]
+    assert last == "exit 0"
+    assert first == (BAD_FORK if method == "fork" else "no error")
+
+
+# ---- Sending tensors ---------------------------------------------------------------
+
+REFUSED = (
+    "Cannot send an openreg {kind} to another process: openreg device memory cannot be shared "
+    "between processes. Send a CPU copy instead ({kind}.cpu()) and move it to the device in the "
+    "receiving process (.to('openreg'))."
+)
+
+
+@pytest.mark.parametrize(
+    "make, kind",
+    [
+        (lambda torch: torch.ones(3, device="openreg"), "tensor"),
+        (lambda torch: torch.nn.Parameter(torch.ones(3, device="openreg")), "tensor"),
+        (lambda torch: torch.ones(3, device="openreg")[1:], "tensor"),
+        (lambda torch: torch.ones(3, device="openreg").untyped_storage(), "storage"),
+    ],
+    ids=["tensor", "parameter", "view", "untyped-storage"],
+)
+def test_pickling_for_another_process_is_refused(make, kind: str) -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch
+
+    with pytest.raises(RuntimeError) as raised:
+        ForkingPickler.dumps(make(torch))
+    assert str(raised.value) == REFUSED.format(kind=kind)
+
+
+def test_cpu_tensors_are_still_shared_by_torch() -> None:
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch
+
+    restored = pickle.loads(ForkingPickler.dumps(torch.arange(4.0)))
+    torch.testing.assert_close(restored, torch.arange(4.0))
+
+
+SEND_OVER_PIPE = """
+import multiprocessing as mp, torch, torch_openreg
+
+def receiver(connection):
+    # A deadline on every wait: a lost message fails the test, it does not hang it.
+    if not connection.poll(120):
+        print("receiver: nothing arrived", flush=True)
+        return
+    received = connection.recv()
+    print("receiver got", received.device, received.to("openreg").sum().item(), flush=True)
+
+if __name__ == "__main__":
+    tensor = torch.arange(4.0, device="openreg")
+    parent, child = mp.Pipe()
+    process = mp.get_context("spawn").Process(target=receiver, args=(child,))
+    process.start()
+    try:
+        parent.send(tensor)
+    except RuntimeError as error:
+        print("sender raised:", error, flush=True)
+    parent.send(tensor.cpu())
+    process.join(timeout=120)
+    print("exit", process.exitcode, flush=True)
+"""
+
+SEND_OVER_QUEUE = """
+import multiprocessing as mp, torch, torch_openreg
+
+def receiver(queue):
+    print("receiver got", queue.get(timeout=120), flush=True)
+
+if __name__ == "__main__":
+    queue = mp.get_context("spawn").Queue()
+    process = mp.get_context("spawn").Process(target=receiver, args=(queue,))
+    process.start()
+    queue.put(torch.ones(2, device="openreg"))  # pickled (and refused) in the feeder thread
+    queue.put("the next message")
+    process.join(timeout=120)
+    print("exit", process.exitcode, flush=True)
+"""
+
+
+def test_sending_over_a_pipe_raises_at_the_sender(run_python, tmp_path) -> None:
+    script = tmp_path / "pipe.py"
+    script.write_text(SEND_OVER_PIPE)
+    result = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "sender raised: " + REFUSED.format(kind="tensor")
+    assert lines[1] == "receiver got cpu 6.0"
+    assert lines[2] == "exit 0"
+
+
+def test_sending_over_a_queue_reports_at_the_sender_and_sends_nothing(run_python, tmp_path) -> None:
+    script = tmp_path / "queue.py"
+    script.write_text(SEND_OVER_QUEUE)
+    result = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')")
+    assert result.returncode == 0, result.stderr
+    assert REFUSED.format(kind="tensor") in result.stderr
+    assert result.stdout.strip().splitlines() == ["receiver got the next message", "exit 0"]
