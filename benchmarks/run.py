@@ -9,7 +9,7 @@ Families: ``ops`` (1: measured by this script in ``--processes`` fresh subproces
 ``--mode inplace``, whose repeats are pooled), ``copy-ops`` (2: the same operators with
 OPENREG_FALLBACK=copy, one subprocess, ``--mode copy``), ``training`` (3),
 ``allocation`` (4), ``copies`` (5), ``imports`` (6), ``compile`` (7: torch.compile),
-``distributed`` (9: two ranks).
+``distributed`` (9: two ranks), ``profiler`` (10: a profiled training step).
 See benchmarks/README.md.
 """
 
@@ -53,6 +53,7 @@ FAMILIES = (
     "compile",
     "cpu-tax",
     "distributed",
+    "profiler",
 )
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results.json"
 OPS_PROCESSES = 3  # family 1 is pooled over this many fresh processes
@@ -143,7 +144,7 @@ def run_ops(
 
 
 def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> list[Figure]:
-    from benchmarks import compiled, cpu_tax, distributed, imports, memory, training
+    from benchmarks import compiled, cpu_tax, distributed, imports, memory, profiler, training
 
     runners: dict[str, Callable[[], list[Figure]]] = {
         "ops": lambda: run_ops(args, settings, "inplace", args.processes),
@@ -155,6 +156,7 @@ def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> li
         "compile": lambda: compiled.run(settings, quick=args.quick),
         "distributed": lambda: distributed.run(settings),
         "cpu-tax": lambda: cpu_tax.run(settings),
+        "profiler": lambda: profiler.run(settings),
     }
     return runners[name]()
 

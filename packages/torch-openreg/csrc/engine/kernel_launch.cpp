@@ -9,11 +9,14 @@
 
 #include <atomic>
 #include <exception>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/device.h"
 #include "base/environment.h"
 #include "base/kernel_thread.h"
+#include "engine/device_activity.h"
 #include "engine/kernel_allocator.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
@@ -101,6 +104,7 @@ struct Launch {
   std::function<void()> body;
   c10::Stream stream;
   bool inferenceMode;
+  std::unique_ptr<DeviceActivity> activity;  // null unless the profiler records
   Launch* next = nullptr;
 };
 
@@ -127,6 +131,7 @@ void runLaunch(void* data) {
   {
     WorkerWarnings dropped(false);
     KernelScope scope(launch->stream, launch->inferenceMode, &dropped);
+    DeviceActivityTiming timing(launch->activity);
     try {
       launch->body();
     } catch (const c10::Error& error) {
@@ -157,7 +162,9 @@ void launchOnDevice(const LaunchContext& context, std::function<void()> body) {
   }
   if (launchBlocking()) return runOnDevice(context, body);
   reclaimFinishedLaunches();
-  auto* launch = new Launch{std::move(body), context.stream, c10::InferenceMode::is_enabled()};
+  LaunchRecording recording(context.stream);
+  auto* launch = new Launch{std::move(body), context.stream, c10::InferenceMode::is_enabled(),
+                            recording.take()};
   const orError_t status = orLaunchHostFunc(context.handle, &runLaunch, launch);
   if (status != orSuccess) delete launch;
   OPENREG_CHECK(status);
@@ -184,9 +191,12 @@ void runOnDevice(const LaunchContext& context, const std::function<void()>& body
   // The caller's use_mem_pool routes: what the kernel allocates becomes the
   // caller's results, so it comes from the pool the caller allocates from.
   PoolRoutes routes = currentPoolRoutes();
+  std::optional<LaunchRecording> recording(std::in_place, stream);
+  auto activity = recording->take();
   auto work = [&] {
     PoolRoutesScope callerRoutes(std::move(routes));
     KernelScope scope(stream, inferenceMode, &warnings);
+    DeviceActivityTiming timing(activity);
     try {
       body();
     } catch (...) {
@@ -195,6 +205,7 @@ void runOnDevice(const LaunchContext& context, const std::function<void()>& body
   };
   orStream_t handle = context.handle;
   OPENREG_CHECK(openreg::launchHostFunc(handle, work));
+  recording.reset();  // the launch ends here; the wait is not part of it
   {
     GilRelease unlocked;
     OPENREG_CHECK(orStreamSynchronize(handle));

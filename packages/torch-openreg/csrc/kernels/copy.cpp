@@ -14,6 +14,7 @@
 #include <torch/library.h>
 
 #include "base/sync_debug.h"
+#include "engine/device_activity.h"
 #include "integration/host_allocator.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
@@ -34,8 +35,14 @@ void checkCopyable(const at::Tensor& tensor, const char* role) {
 
 // Host tensors are captured as they are (keeping pinned memory alive until
 // the copy has run); device tensors as aliases (stream order protects them).
+const char* copyLabel(const at::Tensor& source, const at::Tensor& destination) {
+  if (!isOpenReg(source)) return "Memcpy HtoD";
+  return isOpenReg(destination) ? "Memcpy DtoD" : "Memcpy DtoH";
+}
+
 void copyOnDevice(const at::Tensor& source, const at::Tensor& destination, c10::DeviceIndex device,
                   bool waitForIt) {
+  DeviceActivityKindScope profiledAs(ActivityKind::Memcpy, copyLabel(source, destination));
   KernelContext context(device);
   const at::Tensor from = context.alias(source);
   const at::Tensor to = context.alias(destination);
@@ -87,6 +94,7 @@ at::Scalar localScalarDense(const at::Tensor& self) {
   checkSynchronization("reading a tensor value on the host (item)");
   at::Scalar value;
   const c10::DeviceIndex device = self.device().index();
+  DeviceActivityKindScope profiledAs(ActivityKind::Memcpy, "Memcpy DtoH");
   runOnDevice(device, [&] {
     KernelContext context(device);
     value = at::_local_scalar_dense(context.alias(self));
