@@ -16,7 +16,7 @@
 #include "base/device.h"
 #include "base/environment.h"
 #include "base/kernel_thread.h"
-#include "engine/device_activity.h"
+#include "base/device_activity.h"
 #include "engine/kernel_allocator.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"

@@ -34,7 +34,7 @@
 #include "base/device.h"
 #include "base/kernel_thread.h"
 #include "base/runtime_check.h"
-#include "engine/device_activity.h"
+#include "base/device_activity.h"
 #include "integration/stream.h"
 
 namespace torch_openreg {

@@ -4,7 +4,7 @@
 // Two integration points of torch 2.15, both registered when _C loads:
 //  - Kineto: an IActivityProfiler registered with PyTorch's PrivateUse1
 //    profiler registry. Its sessions switch on the engine's recorder
-//    (engine/device_activity.h) and turn each record into a Kineto activity:
+//    (base/device_activity.h) and turn each record into a Kineto activity:
 //    kernels and copies on a device lane per stream, the host's launch as a
 //    runtime event on the launching thread, a flow arrow from one to the
 //    other, and both linked to the operator that launched them — which is

@@ -13,8 +13,8 @@
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
+#include "base/device_activity.h"
 #include "base/sync_debug.h"
-#include "engine/device_activity.h"
 #include "integration/host_allocator.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"

@@ -1,5 +1,9 @@
 // device_activity.h — what stream work did, recorded for the profiler.
 //
+// In base/ because both sides use it: the engine records (kernel_launch.cpp)
+// and the profiler integration reads (integration/profiler.cpp), and
+// integration/ may not include engine/.
+//
 // A profiler session (integration/profiler.cpp) switches the recorder on;
 // then every piece of stream work — a kernel, a copy, a collective — yields
 // one DeviceActivity: its device and stream, when the host launched it, when

@@ -5,7 +5,7 @@
 // work, so a lock-free structure would buy nothing measurable there and
 // cost clarity. The clock is the system clock in nanoseconds since the Unix
 // epoch, the one Kineto and PyTorch's profiler put their events on.
-#include "engine/device_activity.h"
+#include "base/device_activity.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
