@@ -228,3 +228,35 @@ def test_legacy_use_device_path_gives_positive_times_and_no_assertions(
     assert "INTERNAL ASSERT" not in result.stderr
     assert "not enabled" not in result.stderr
     assert "OK" in result.stdout
+
+
+COLLECTIVE_PROBE = """
+import torch, torch_openreg
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
+dist.init_process_group(
+    device_id=torch.device("openreg", 0), store=dist.HashStore(), rank=0, world_size=1
+)
+tensor = torch.ones(1024, device="openreg")
+dist.all_reduce(tensor)
+torch.openreg.synchronize()
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    dist.all_reduce(tensor)
+    torch.openreg.synchronize()
+prof.export_chrome_trace({path!r})
+dist.destroy_process_group()
+"""
+
+
+def test_collectives_are_device_events(run_python: Callable[..., Any], tmp_path: Path) -> None:
+    path = tmp_path / "trace.json"
+    result = run_python(COLLECTIVE_PROBE.replace("{path!r}", repr(str(path))))
+    assert result.returncode == 0, result.stderr
+    events = json.loads(path.read_text())["traceEvents"]
+    operators = {event["args"]["External id"]: event for event in by_category(events, "cpu_op")}
+    kernels = by_category(events, "kernel")
+    issued = [kernel for kernel in kernels if "allreduce" in kernel["name"]]
+    assert issued, [kernel["name"] for kernel in kernels]
+    for kernel in issued:
+        assert kernel["pid"] == 0 and kernel["args"]["stream"] == 0
+        assert operators[kernel["args"]["External id"]]["name"] == kernel["name"]

@@ -112,10 +112,19 @@ LaunchRecording::~LaunchRecording() {
   submit(std::move(*host_));
 }
 
+std::shared_ptr<std::unique_ptr<DeviceActivity>> LaunchRecording::takeShared() {
+  if (work_ == nullptr) return nullptr;
+  return std::make_shared<std::unique_ptr<DeviceActivity>>(std::move(work_));
+}
+
 DeviceActivityTiming::DeviceActivityTiming(std::unique_ptr<DeviceActivity>& activity)
     : activity_(activity) {
   if (activity_ != nullptr) activity_->start = nowNanoseconds();
 }
+
+DeviceActivityTiming::DeviceActivityTiming(
+    const std::shared_ptr<std::unique_ptr<DeviceActivity>>& activity)
+    : DeviceActivityTiming(activity != nullptr ? *activity : none_) {}
 
 DeviceActivityTiming::~DeviceActivityTiming() {
   if (activity_ == nullptr) return;

@@ -84,6 +84,9 @@ class LaunchRecording {
   LaunchRecording(const LaunchRecording&) = delete;
   LaunchRecording& operator=(const LaunchRecording&) = delete;
   std::unique_ptr<DeviceActivity> take() { return std::move(work_); }
+  // take() for work queued as a std::function: null when not recording, so
+  // nothing is allocated then.
+  std::shared_ptr<std::unique_ptr<DeviceActivity>> takeShared();
 
  private:
   std::unique_ptr<DeviceActivity> work_;
@@ -95,11 +98,15 @@ class LaunchRecording {
 class DeviceActivityTiming {
  public:
   explicit DeviceActivityTiming(std::unique_ptr<DeviceActivity>& activity);
+  // For work queued as a (copyable) std::function, which holds its record
+  // through a shared pointer; null when not recording.
+  explicit DeviceActivityTiming(const std::shared_ptr<std::unique_ptr<DeviceActivity>>& activity);
   ~DeviceActivityTiming();
   DeviceActivityTiming(const DeviceActivityTiming&) = delete;
   DeviceActivityTiming& operator=(const DeviceActivityTiming&) = delete;
 
  private:
+  std::unique_ptr<DeviceActivity> none_;
   std::unique_ptr<DeviceActivity>& activity_;
 };
 

@@ -18,6 +18,7 @@
 #define USE_KINETO
 #endif
 
+#include <Python.h>
 #include <c10/util/ApproximateClock.h>
 #include <libkineto.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
@@ -56,9 +57,19 @@ ActivityType deviceActivityType(ActivityKind kind) {
 }
 
 std::string activityName(const DeviceActivity& record, const libkineto::ITraceActivity* op) {
-  if (record.host) return record.label != nullptr ? "openregMemcpyAsync" : "openregLaunchKernel";
+  if (record.host) {
+    switch (record.kind) {
+      case ActivityKind::Memcpy:
+        return "openregMemcpyAsync";
+      case ActivityKind::Collective:
+        return "openregLaunchCollective";
+      case ActivityKind::Kernel:
+        return "openregLaunchKernel";
+    }
+  }
   if (record.label != nullptr) return record.label;
-  return op != nullptr ? op->name() : std::string("openreg kernel");
+  if (op != nullptr) return op->name();
+  return record.kind == ActivityKind::Collective ? "orgloo collective" : "openreg kernel";
 }
 
 // A stream's lane id: unique across devices, as Kineto keys lanes by
@@ -141,12 +152,17 @@ class OpenRegSession final : public libkineto::IActivityProfilerSession {
   static void waitForUsedDevices() {
     // Work launched while recording finishes before the trace is cut; a
     // failing kernel is still reported by the user's next synchronizing call.
+    // Queued work may need the GIL (Python-defined operators): release it
+    // while waiting, if this thread holds it.
     if (insideKernel()) return;
+    PyThreadState* saved = nullptr;
+    if (Py_IsInitialized() && PyGILState_Check()) saved = PyEval_SaveThread();
     for (c10::DeviceIndex device = 0; device < deviceCount(); ++device) {
       if (!deviceUsed(device)) continue;
       DeviceScope scope(device);
       succeeded(orDeviceSynchronize());
     }
+    if (saved != nullptr) PyEval_RestoreThread(saved);
   }
 
   void fill(libkineto::GenericTraceActivity& activity, const DeviceActivity& record,
