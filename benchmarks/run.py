@@ -9,7 +9,8 @@ Families: ``ops`` (1: measured by this script in ``--processes`` fresh subproces
 ``--mode inplace``, whose repeats are pooled), ``copy-ops`` (2: the same operators with
 OPENREG_FALLBACK=copy, one subprocess, ``--mode copy``), ``training`` (3),
 ``allocation`` (4), ``copies`` (5), ``imports`` (6), ``compile`` (7: torch.compile),
-``distributed`` (9: two ranks), ``debug`` (10: training steps with OPENREG_DEBUG modes on).
+``distributed`` (9: two ranks), ``debug`` (10: training steps with OPENREG_DEBUG modes on),
+``profiler`` (11: a profiled training step).
 See benchmarks/README.md.
 """
 
@@ -54,6 +55,7 @@ FAMILIES = (
     "cpu-tax",
     "distributed",
     "debug",
+    "profiler",
 )
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results.json"
 OPS_PROCESSES = 3  # family 1 is pooled over this many fresh processes
@@ -144,7 +146,16 @@ def run_ops(
 
 
 def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> list[Figure]:
-    from benchmarks import compiled, cpu_tax, debug_modes, distributed, imports, memory, training
+    from benchmarks import (
+        compiled,
+        cpu_tax,
+        debug_modes,
+        distributed,
+        imports,
+        memory,
+        profiler,
+        training,
+    )
 
     runners: dict[str, Callable[[], list[Figure]]] = {
         "ops": lambda: run_ops(args, settings, "inplace", args.processes),
@@ -157,6 +168,7 @@ def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> li
         "distributed": lambda: distributed.run(settings),
         "cpu-tax": lambda: cpu_tax.run(settings),
         "debug": lambda: debug_modes.run(settings),
+        "profiler": lambda: profiler.run(settings),
     }
     return runners[name]()
 

@@ -56,7 +56,13 @@ setup(
         CppExtension(
             "torch_openreg._C",
             sources=sources,
-            include_dirs=[str(HERE / "csrc"), openreg_runtime.get_include()],
+            # torch/include/kineto: PyTorch's PrivateUse1 profiler registry header
+            # includes Kineto's headers by bare name (integration/profiler.cpp).
+            include_dirs=[
+                str(HERE / "csrc"),
+                openreg_runtime.get_include(),
+                str(Path(torch.__file__).parent / "include" / "kineto"),
+            ],
             library_dirs=[openreg_runtime.get_library_dir()],
             libraries=["openreg"],
             # -g0: no debug information (Python's default -g makes _C 27 MB).

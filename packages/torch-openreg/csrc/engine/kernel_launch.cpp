@@ -9,12 +9,15 @@
 
 #include <atomic>
 #include <exception>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/environment.h"
 #include "base/kernel_thread.h"
+#include "base/device_activity.h"
 #include "engine/kernel_allocator.h"
 #include "engine/race_detector.h"
 #include "base/runtime_check.h"
@@ -103,6 +106,7 @@ struct Launch {
   std::function<void()> body;
   c10::Stream stream;
   bool inferenceMode;
+  std::unique_ptr<DeviceActivity> activity;  // null unless the profiler records
   Launch* next = nullptr;
 };
 
@@ -129,6 +133,7 @@ void runLaunch(void* data) {
   {
     WorkerWarnings dropped(false);
     KernelScope scope(launch->stream, launch->inferenceMode, &dropped);
+    DeviceActivityTiming timing(launch->activity);
     try {
       launch->body();
     } catch (const c10::Error& error) {
@@ -159,7 +164,9 @@ void launchOnDevice(const LaunchContext& context, std::function<void()> body) {
   }
   if (launchBlocking()) return runOnDevice(context, body);
   reclaimFinishedLaunches();
-  auto* launch = new Launch{std::move(body), context.stream, c10::InferenceMode::is_enabled()};
+  LaunchRecording recording(context.stream);
+  auto* launch = new Launch{std::move(body), context.stream, c10::InferenceMode::is_enabled(),
+                            recording.take()};
   const orError_t status = orLaunchHostFunc(context.handle, &runLaunch, launch);
   if (status != orSuccess) delete launch;
   OPENREG_CHECK(status);
@@ -186,9 +193,12 @@ void runOnDevice(const LaunchContext& context, const std::function<void()>& body
   // The caller's use_mem_pool routes: what the kernel allocates becomes the
   // caller's results, so it comes from the pool the caller allocates from.
   PoolRoutes routes = currentPoolRoutes();
+  std::optional<LaunchRecording> recording(std::in_place, stream);
+  auto activity = recording->take();
   auto work = [&] {
     PoolRoutesScope callerRoutes(std::move(routes));
     KernelScope scope(stream, inferenceMode, &warnings);
+    DeviceActivityTiming timing(activity);
     try {
       body();
     } catch (...) {
@@ -197,6 +207,7 @@ void runOnDevice(const LaunchContext& context, const std::function<void()>& body
   };
   orStream_t handle = context.handle;
   OPENREG_CHECK(openreg::launchHostFunc(handle, work));
+  recording.reset();  // the launch ends here; the wait is not part of it
   {
     GilRelease unlocked;
     OPENREG_CHECK(orStreamSynchronize(handle));

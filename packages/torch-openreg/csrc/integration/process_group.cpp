@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "base/address_ranges.h"
+#include "base/device_activity.h"
 #include "base/device.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
@@ -239,7 +240,13 @@ class OpenRegWork final : public c10d::Work {
       if (completed_ && !exception_) return;
     }
     auto self = c10::intrusive_ptr<OpenRegWork>::reclaim_copy(this);
-    OPENREG_CHECK(openreg::launchHostFunc(nativeHandle(stream), [self] { self->waitOnWorker(); }));
+    DeviceActivityKindScope profiledAs(ActivityKind::Collective, "orgloo wait");
+    LaunchRecording recording(stream);
+    OPENREG_CHECK(openreg::launchHostFunc(
+        nativeHandle(stream), [self, activity = recording.takeShared()] {
+          DeviceActivityTiming timing(activity);
+          self->waitOnWorker();
+        }));
   }
 
   // Small collectives finish within microseconds of being issued: a short spin
@@ -569,8 +576,13 @@ static c10::intrusive_ptr<c10d::Work> launch(ProcessGroupOpenReg::Engine& engine
   auto shared = engine.shared_from_this();
   std::lock_guard<std::mutex> order(engine.hostOrder);
   const uint64_t ticket = engine.nextTicket++;
+  // The profiler names the device event after the c10d operator issuing it.
+  DeviceActivityKindScope profiledAs(ActivityKind::Collective, nullptr);
+  LaunchRecording recording(stream);
   const orError_t status = openreg::launchHostFunc(
-      nativeHandle(stream), [shared, work, call = std::move(call), ticket] {
+      nativeHandle(stream),
+      [shared, work, call = std::move(call), ticket, activity = recording.takeShared()] {
+        DeviceActivityTiming timing(activity);
         shared->issueInTurn(ticket, work, call);
       });
   if (status != orSuccess) {

@@ -13,6 +13,7 @@
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
+#include "base/device_activity.h"
 #include "base/sync_debug.h"
 #include "base/debug_modes.h"
 #include "integration/host_allocator.h"
@@ -37,10 +38,16 @@ void checkCopyable(const at::Tensor& tensor, const char* role) {
 
 // Host tensors are captured as they are (keeping pinned memory alive until
 // the copy has run); device tensors as aliases (stream order protects them).
+const char* copyLabel(const at::Tensor& source, const at::Tensor& destination) {
+  if (!isOpenReg(source)) return "Memcpy HtoD";
+  return isOpenReg(destination) ? "Memcpy DtoD" : "Memcpy DtoH";
+}
+
 void copyOnDevice(const at::Tensor& source, const at::Tensor& destination, c10::DeviceIndex device,
                   bool waitForIt) {
   const bool checkRaces = debugModeOn(kDebugRaces);
   if (checkRaces) checkLaunch("aten::copy_", currentStream(device), {source}, {destination});
+  DeviceActivityKindScope profiledAs(ActivityKind::Memcpy, copyLabel(source, destination));
   KernelContext context(device);
   const at::Tensor from = context.alias(source);
   const at::Tensor to = context.alias(destination);
@@ -101,6 +108,7 @@ at::Scalar localScalarDense(const at::Tensor& self) {
   const c10::DeviceIndex device = self.device().index();
   const bool checkRaces = debugModeOn(kDebugRaces);
   if (checkRaces) checkLaunch("aten::_local_scalar_dense (.item())", currentStream(device), {self}, {});
+  DeviceActivityKindScope profiledAs(ActivityKind::Memcpy, "Memcpy DtoH");
   runOnDevice(device, [&] {
     KernelContext context(device);
     value = at::_local_scalar_dense(context.alias(self));

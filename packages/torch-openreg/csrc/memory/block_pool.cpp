@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <iomanip>
 #include <iterator>
@@ -72,6 +73,13 @@ void poison(const Block& block) {
   OPENREG_CHECK(orMemsetAsync(block.pointer, kPoisonByte, block.size, block.stream));
 }
 
+std::atomic<const PoolObserver*> poolObserver{nullptr};
+
+std::shared_ptr<c10::GatheredContext> observerContext(bool allocating) {
+  const PoolObserver* observer = poolObserver.load(std::memory_order_acquire);
+  return observer != nullptr ? observer->gather(allocating) : nullptr;
+}
+
 bool wholeSegment(const Block* block) { return block->previous == nullptr && block->next == nullptr; }
 
 template <typename Visit>
@@ -109,10 +117,14 @@ void BlockPool::updateStat(StatArray& stat, bool small, int64_t delta) {
 Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
   const size_t size = roundRequest(bytes);
   const bool small = size <= kSmallRequest;
+  const auto context = observerContext(true);
   std::unique_lock<std::mutex> lock(mutex_);
   PrivatePool* pool = routedPool();
   Block* block = takeFree(size, stream, small, pool);
-  if (block == nullptr) block = newSegment(size, stream, small, pool, lock);
+  if (block == nullptr) {
+    block = newSegment(size, stream, small, pool, lock);
+    notify(PoolAction::SegmentAlloc, block->pointer, block->size, stream, context);
+  }
   if (block->pool == nullptr || !block->pool->options.noSplit) splitIfWorthIt(block, size);
   block->allocated = true;
   block->requested = bytes;
@@ -122,6 +134,7 @@ Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
     updateStat(*stat, small, static_cast<int64_t>(block->size));
   }
   updateStat(stats_.requested_bytes, small, static_cast<int64_t>(bytes));
+  notify(PoolAction::Alloc, block->pointer, block->size, stream, context);
   lock.unlock();  // the fill may wait for queue space on the worker
   if (debugModeOn(kDebugPoison)) poison(*block);
   return block;
@@ -220,6 +233,7 @@ void BlockPool::throwOutOfMemory(size_t requested, size_t segmentSize) {
   const auto all = static_cast<size_t>(StatType::AGGREGATE);
   const size_t reserved = static_cast<size_t>(stats_.reserved_bytes[all].current);
   const size_t inUse = static_cast<size_t>(stats_.allocated_bytes[all].current);
+  notify(PoolAction::OutOfMemory, nullptr, requested, nullptr, nullptr);
   TORCH_CHECK_WITH(
       OutOfMemoryError, !overMemoryLimit(segmentSize), "openreg out of memory on device ",
       static_cast<int>(device_), ": tried to allocate ", humanBytes(requested), " (", requested,
@@ -316,6 +330,7 @@ Block* BlockPool::mergeWithNeighbours(Block* block) {
 }
 
 void BlockPool::release(Block* block) {
+  const auto context = observerContext(false);
   std::lock_guard<std::mutex> lock(mutex_);
   allocated_.erase(block->pointer);
   for (auto* stat : {&stats_.allocation, &stats_.active}) updateStat(*stat, block->small, -1);
@@ -326,6 +341,7 @@ void BlockPool::release(Block* block) {
   block->allocated = false;
   block->requested = 0;
   block->kernelPool = insideKernel();  // freed by the host: stream order protects it
+  notify(PoolAction::Free, block->pointer, block->size, block->stream, context);
   insertFree(mergeWithNeighbours(block));
 }
 
@@ -385,6 +401,7 @@ std::vector<Block*> BlockPool::takeUnusedSegments(PrivatePool* pool) {
     updateStat(stats_.segment, head->small, -1);
     updateReserved(pool, head->small, -static_cast<int64_t>(segmentSize));
     if (pool != nullptr) --pool->segments;
+    notify(PoolAction::SegmentFree, head->pointer, segmentSize, head->stream, nullptr);
     head->size = segmentSize;
     head->next = nullptr;
     unusedSegments.push_back(head);
@@ -522,6 +539,54 @@ PoolRoutesScope::PoolRoutesScope(PoolRoutes routes)
     : saved_(std::exchange(threadRoutes, std::move(routes))) {}
 
 PoolRoutesScope::~PoolRoutesScope() { threadRoutes = std::move(saved_); }
+
+// ---- Observing the pool ------------------------------------------------------
+
+void setPoolObserver(const PoolObserver* observer) {
+  poolObserver.store(observer, std::memory_order_release);
+}
+
+void BlockPool::notify(PoolAction action, void* address, size_t size, orStream_t stream,
+                       const std::shared_ptr<c10::GatheredContext>& context) {
+  const PoolObserver* observer = poolObserver.load(std::memory_order_acquire);
+  if (observer == nullptr) return;
+  const auto all = static_cast<size_t>(StatType::AGGREGATE);
+  observer->observe(PoolEvent{action, device_, address, size, stream,
+                              static_cast<size_t>(stats_.allocated_bytes[all].current),
+                              static_cast<size_t>(stats_.reserved_bytes[all].current)},
+                    context);
+}
+
+std::vector<SegmentView> BlockPool::segments() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Every block is either allocated or free; a segment starts at a block
+  // without a previous neighbour.
+  std::vector<const Block*> heads;
+  auto noteHead = [&heads](const Block* block) {
+    if (block->previous == nullptr) heads.push_back(block);
+  };
+  for (const auto& entry : allocated_) noteHead(entry.second);
+  std::vector<const FreeBlocks*> freeLists{&freeSmall_, &freeLarge_};
+  for (const auto& entry : privatePools_) {
+    freeLists.push_back(&entry.second->freeSmall);
+    freeLists.push_back(&entry.second->freeLarge);
+  }
+  for (const FreeBlocks* list : freeLists) {
+    for (const Block* block : *list) noteHead(block);
+  }
+  std::sort(heads.begin(), heads.end(),
+            [](const Block* a, const Block* b) { return a->pointer < b->pointer; });
+  std::vector<SegmentView> views;
+  for (const Block* head : heads) {
+    SegmentView view{head->pointer, 0, head->stream, head->small, {}};
+    for (const Block* block = head; block != nullptr; block = block->next) {
+      view.size += block->size;
+      view.blocks.push_back({block->pointer, block->size, block->requested, block->allocated});
+    }
+    views.push_back(std::move(view));
+  }
+  return views;
+}
 
 BlockPool& blockPool(c10::DeviceIndex device) {
   // Never destroyed: stream workers may still free blocks while the process exits.

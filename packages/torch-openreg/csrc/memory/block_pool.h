@@ -30,6 +30,7 @@
 
 #include <openreg.h>
 
+#include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <map>
@@ -87,6 +88,46 @@ struct PrivatePool {
   FreeBlocks freeLarge;
 };
 
+// ---- Observing the pool ------------------------------------------------------
+// What the pool did, for an observer (memory history, the profiler's memory
+// events): the action, its block or segment, and the pool's totals after it.
+enum class PoolAction : uint8_t { Alloc, Free, SegmentAlloc, SegmentFree, OutOfMemory };
+
+struct PoolEvent {
+  PoolAction action;
+  c10::DeviceIndex device;
+  void* address;  // null for OutOfMemory
+  size_t size;    // bytes of the block or segment (requested bytes for OutOfMemory)
+  orStream_t stream;
+  size_t allocatedBytes;
+  size_t reservedBytes;
+};
+
+// One observer for every pool, installed once at load. gather() runs before
+// the pool takes its lock, on the thread asking (it may take the GIL to
+// capture a stack, which must never happen under the pool's lock); observe()
+// runs under the lock with what gather() returned.
+struct PoolObserver {
+  std::shared_ptr<c10::GatheredContext> (*gather)(bool allocating);
+  void (*observe)(const PoolEvent& event, const std::shared_ptr<c10::GatheredContext>& context);
+};
+void setPoolObserver(const PoolObserver* observer);
+
+// A segment as a snapshot shows it: its blocks in address order.
+struct SegmentView {
+  struct BlockView {
+    void* address;
+    size_t size;
+    size_t requested;
+    bool allocated;
+  };
+  void* address;
+  size_t size;
+  orStream_t stream;
+  bool small;
+  std::vector<BlockView> blocks;
+};
+
 class BlockPool {
  public:
   explicit BlockPool(c10::DeviceIndex device) : device_(device) {}
@@ -120,6 +161,8 @@ class BlockPool {
   double memoryFraction();
 
   c10::CachingDeviceAllocator::DeviceStats stats();
+  // Every segment the pool holds, in address order.
+  std::vector<SegmentView> segments();
   void resetAccumulatedStats();
   void resetPeakStats();
 
@@ -150,6 +193,8 @@ class BlockPool {
   void updateStat(c10::CachingAllocator::StatArray& stat, bool small, int64_t delta);
   void updateReserved(PrivatePool* pool, bool small, int64_t delta);
   [[noreturn]] void throwOutOfMemory(size_t requested, size_t segmentSize);
+  void notify(PoolAction action, void* address, size_t size, orStream_t stream,
+              const std::shared_ptr<c10::GatheredContext>& context);
 
   const c10::DeviceIndex device_;
   std::mutex mutex_;

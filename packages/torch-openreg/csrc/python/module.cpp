@@ -27,6 +27,8 @@
 #include "engine/race_detector.h"
 #include "base/runtime_check.h"
 #include "integration/event.h"
+#include "integration/memory_history.h"
+#include "integration/profiler.h"
 #include "integration/stream.h"
 #include "python/process_group_bindings.h"
 
@@ -288,6 +290,13 @@ PYBIND11_MODULE(_C, m) {
     torch::utils::set_device_in_bad_fork(at::kPrivateUse1, true);
     torch::utils::set_requires_device_init(at::kPrivateUse1, true);
   });
+  // Validated by torch.openreg.memory._record_memory_history.
+  m.def("_record_memory_history", [](bool enabled, bool keepTrace, const std::string& context,
+                                     bool cppFrames, size_t maxEntries, bool clearHistory) {
+    recordMemoryHistory({enabled, keepTrace, context, cppFrames, maxEntries, clearHistory});
+  });
+  m.def("_memory_snapshot", &memorySnapshot);
+  m.def("_profiler_registered", &profilerRegistered);
   m.def("_check_runtime", [] {
     int count = 0;
     OPENREG_CHECK(orGetDeviceCount(&count));

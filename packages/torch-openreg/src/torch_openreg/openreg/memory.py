@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import pickle
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -306,6 +308,92 @@ def memory_summary(device: DeviceLike = None, abbreviated: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---- Memory history and snapshots (torch.cuda.memory's private API) ----------
+
+_HISTORY_ENABLED = (None, "state", "all")
+_HISTORY_CONTEXT = (None, "state", "alloc", "all")
+_HISTORY_STACKS = ("python", "all")
+
+
+def _record_memory_history(
+    enabled: str | None = "all",
+    context: str | None = "all",
+    stacks: str = "all",
+    max_entries: int = sys.maxsize,
+    device: DeviceLike = None,
+    clear_history: bool = False,
+) -> None:
+    """Record allocator actions and allocation stacks, like torch.cuda's.
+
+    ``enabled``: None stops recording, "state" keeps the stacks of live
+    allocations, "all" also keeps a history of every action (at most
+    ``max_entries`` per device; older entries are overwritten). ``context``:
+    which actions carry a stack (None, "state": live allocations only,
+    "alloc": allocations, "all": frees too). ``stacks``: "python" for Python
+    frames, "all" for C++ frames too. Recording covers every openreg device
+    (``device`` is accepted for torch.cuda compatibility and checked only).
+    Read the result with :func:`_snapshot` or :func:`_dump_snapshot`.
+    """
+    if enabled not in _HISTORY_ENABLED:
+        raise ValueError(
+            f"_record_memory_history: enabled must be one of {_HISTORY_ENABLED}, got {enabled!r}"
+        )
+    if context not in _HISTORY_CONTEXT:
+        raise ValueError(
+            f"_record_memory_history: context must be one of {_HISTORY_CONTEXT}, got {context!r}"
+        )
+    if stacks not in _HISTORY_STACKS:
+        raise ValueError(
+            f"_record_memory_history: stacks must be one of {_HISTORY_STACKS}, got {stacks!r}"
+        )
+    if not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries < 0:
+        raise ValueError(
+            "_record_memory_history: max_entries must be a non-negative int "
+            f"(entries kept per device), got {max_entries!r}"
+        )
+    _index(device)
+    _C._record_memory_history(
+        enabled is not None,
+        enabled == "all",
+        context or "",
+        stacks == "all",
+        min(max_entries, sys.maxsize),
+        clear_history,
+    )
+
+
+def _snapshot(device: DeviceLike = None) -> dict[str, Any]:
+    """The allocator's state and recorded history, as torch.cuda.memory._snapshot().
+
+    ``{"segments": [...], "device_traces": [[...] per device]}``: every segment
+    with its blocks (state, size, requested size, allocation stack), and the
+    actions recorded by :func:`_record_memory_history`. PyTorch's memory
+    visualizer (``torch.cuda._memory_viz``, https://pytorch.org/memory_viz) reads it.
+    """
+    _index(device)
+    return _C._memory_snapshot()
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Pickle :func:`_snapshot` to ``filename`` (the memory visualizer's input)."""
+    snapshot = _snapshot()
+    with open(filename, "wb") as file:
+        pickle.dump(snapshot, file)
+
+
+def memory_snapshot(
+    mempool_id: tuple[int, int] | None = None, include_traces: bool = True
+) -> list[dict[str, Any]]:
+    """The segments of every openreg device, as torch.cuda.memory_snapshot()."""
+    if mempool_id is not None:
+        raise ValueError(
+            "memory_snapshot: selecting one MemPool's segments is not supported yet; "
+            "pass mempool_id=None (the segments of every pool)"
+        )
+    del include_traces  # the segments never include traces
+    return _snapshot()["segments"]
+
+
 __all__ = [
     "MemPool",
     "caching_allocator_alloc",
@@ -319,6 +407,7 @@ __all__ = [
     "mem_get_info",
     "memory_allocated",
     "memory_reserved",
+    "memory_snapshot",
     "memory_stats",
     "memory_stats_as_nested_dict",
     "memory_summary",
