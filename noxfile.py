@@ -149,12 +149,23 @@ def sync_groups(session: nox.Session, *groups: str) -> None:
     session.run_install(*command, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
 
 
+def c_sources() -> list[str]:
+    """Every C and C++ source and header of the packages and tests (not build trees)."""
+    found = []
+    for folder in (ROOT / "packages", ROOT / "tests"):
+        for suffix in ("*.c", "*.cpp", "*.h"):
+            found += [p for p in folder.rglob(suffix) if "build" not in p.relative_to(ROOT).parts]
+    return sorted(str(path.relative_to(ROOT)) for path in found)
+
+
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff (lint, formatting) and mypy over the repository; the layering checks."""
+    """ruff (lint, formatting), clang-format and mypy over the repository; layering checks."""
     sync_groups(session, "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    # C and C++ sources against .clang-format (fix: clang-format -i <files>).
+    session.run("clang-format", "--dry-run", "--Werror", *c_sources(), silent=True)
     # The packages' Python sources against the extension modules' stubs (*.pyi);
     # configuration and what it cannot see in [tool.mypy] of pyproject.toml.
     session.run("mypy")

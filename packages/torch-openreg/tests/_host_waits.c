@@ -8,12 +8,12 @@
  * can wait without passing through one of these functions.
  */
 #define _GNU_SOURCE
+#include <openreg.h>
+
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#include <openreg.h>
 
 static atomic_long waits;
 
@@ -28,12 +28,12 @@ static void* runtimeFunction(const char* name) {
   return function;
 }
 
-#define COUNTED(NAME, PARAMETERS, ARGUMENTS)                              \
-  orError_t NAME PARAMETERS {                                             \
-    static orError_t(*real) PARAMETERS;                                   \
+#define COUNTED(NAME, PARAMETERS, ARGUMENTS)                                  \
+  orError_t NAME PARAMETERS {                                                 \
+    static orError_t(*real) PARAMETERS;                                       \
     if (real == NULL) real = (orError_t(*) PARAMETERS)runtimeFunction(#NAME); \
-    atomic_fetch_add(&waits, 1);                                          \
-    return real ARGUMENTS;                                                \
+    atomic_fetch_add(&waits, 1);                                              \
+    return real ARGUMENTS;                                                    \
   }
 
 COUNTED(orDeviceSynchronize, (void), ())

@@ -172,13 +172,15 @@ class Stream {
     // Checked before any conversion: casting inf, NaN or 1e300 seconds to an
     // integral duration is undefined behaviour (it used to enqueue no sleep).
     if (!(seconds >= 0 && seconds <= kMaxSleepSeconds)) {
-      throw py::value_error("sleep duration must be a number of seconds from 0 to 86400 (one day), got " +
-                            std::string(py::repr(py::float_(seconds))));
+      throw py::value_error(
+          "sleep duration must be a number of seconds from 0 to 86400 (one day), got " +
+          std::string(py::repr(py::float_(seconds))));
     }
-    const auto duration =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds));
+    const auto duration = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(seconds));
     checkStatus(enqueueWithoutGil([&] {
-      return openreg::launchHostFunc(handle_, [duration] { std::this_thread::sleep_for(duration); });
+      return openreg::launchHostFunc(handle_,
+                                     [duration] { std::this_thread::sleep_for(duration); });
     }));
   }
   static constexpr double kMaxSleepSeconds = 86400;
@@ -227,7 +229,8 @@ class Event {
  public:
   Event(bool enableTiming, std::optional<int> device) {
     DeviceScope scope(device);
-    checkStatus(orEventCreateWithFlags(&handle_, enableTiming ? orEventDefault : orEventDisableTiming));
+    checkStatus(
+        orEventCreateWithFlags(&handle_, enableTiming ? orEventDefault : orEventDisableTiming));
     timing_ = enableTiming;
   }
   ~Event() { orEventDestroy(handle_); }
@@ -302,9 +305,10 @@ HostRegion hostRegionOf(const py::object& object, bool writable) {
     return region;
   }
   if (!PyObject_CheckBuffer(object.ptr())) {
-    throw py::type_error("expected a DeviceBuffer, HostBuffer or an object supporting the buffer "
-                         "protocol (bytes, bytearray, memoryview, array, numpy array), got " +
-                         std::string(py::str(py::type::of(object).attr("__name__"))));
+    throw py::type_error(
+        "expected a DeviceBuffer, HostBuffer or an object supporting the buffer "
+        "protocol (bytes, bytearray, memoryview, array, numpy array), got " +
+        std::string(py::str(py::type::of(object).attr("__name__"))));
   }
   region.info = py::reinterpret_borrow<py::buffer>(object).request(writable);
   if (region.info.size != 0 && !PyBuffer_IsContiguous(region.info.view(), 'C')) {
@@ -318,7 +322,9 @@ HostRegion hostRegionOf(const py::object& object, bool writable) {
 class DeviceBuffer {
  public:
   DeviceBuffer(size_t bytes, std::optional<int> device)
-      : bytes_(bytes), device_(device.value_or(currentDevice())), memory_(allocateDevice(bytes, device_)) {}
+      : bytes_(bytes),
+        device_(device.value_or(currentDevice())),
+        memory_(allocateDevice(bytes, device_)) {}
 
   uintptr_t ptr() const { return address(live().get()); }
   size_t nbytes() const { return bytes_; }
@@ -437,8 +443,12 @@ struct PointerAttributes {
 PointerAttributes pointerAttributes(uintptr_t pointer) {
   orPointerAttributes raw{};
   checkStatus(orPointerGetAttributes(&raw, pointerFrom(pointer)));
-  return PointerAttributes{raw.type, raw.device, address(raw.devicePointer), address(raw.hostPointer),
-                           address(raw.allocationBase), raw.allocationSize};
+  return PointerAttributes{raw.type,
+                           raw.device,
+                           address(raw.devicePointer),
+                           address(raw.hostPointer),
+                           address(raw.allocationBase),
+                           raw.allocationSize};
 }
 
 // ---- Module ----------------------------------------------------------------
@@ -450,7 +460,8 @@ void defineEnums(py::module_& m) {
       .value("DEVICE_TO_DEVICE", orMemcpyDeviceToDevice)
       .value("DEFAULT", orMemcpyDefault)
       .finalize();
-  py::native_enum<orMemoryType>(m, "MemoryType", "enum.IntEnum", "Kind of memory a pointer refers to.")
+  py::native_enum<orMemoryType>(m, "MemoryType", "enum.IntEnum",
+                                "Kind of memory a pointer refers to.")
       .value("UNREGISTERED", orMemoryTypeUnregistered)
       .value("HOST", orMemoryTypeHost)
       .value("DEVICE", orMemoryTypeDevice)
@@ -488,7 +499,8 @@ void defineDeviceFunctions(py::module_& m) {
         checkStatus(orMemGetInfo(&free, &total));
         return py::make_tuple(free, total);
       },
-      py::arg("device") = py::none(), "``(free, total)`` bytes of ``device`` (default: the current one).");
+      py::arg("device") = py::none(),
+      "``(free, total)`` bytes of ``device`` (default: the current one).");
   m.def(
       "stream_priority_range",
       [] {
@@ -546,7 +558,8 @@ void defineRawMemoryFunctions(py::module_& m) {
       [](uintptr_t dst, uintptr_t src, size_t count, orMemcpyKind kind,
          std::optional<std::shared_ptr<Stream>> stream) {
         py::gil_scoped_release release;
-        checkStatus(orMemcpyAsync(pointerFrom(dst), pointerFrom(src), count, kind, handleOf(stream)));
+        checkStatus(
+            orMemcpyAsync(pointerFrom(dst), pointerFrom(src), count, kind, handleOf(stream)));
       },
       py::arg("dst"), py::arg("src"), py::arg("count"), py::arg("kind"),
       py::arg("stream") = py::none(),
@@ -583,18 +596,22 @@ void defineStreamsAndEvents(py::module_& m) {
       "``Stream(device=None, priority=0)`` creates one on ``device`` (default: the current\n"
       "device); priorities range from 0 (least) to -2 (greatest). ``Stream.default()`` is a\n"
       "device's default stream.")
-      .def(py::init<std::optional<int>, int>(), py::arg("device") = py::none(), py::arg("priority") = 0)
+      .def(py::init<std::optional<int>, int>(), py::arg("device") = py::none(),
+           py::arg("priority") = 0)
       .def_static("default", &Stream::defaultOf, py::arg("device") = py::none(),
                   "The default stream of ``device`` (default: the current device).")
       .def_property_readonly(
-          "handle", [](const Stream& s) { return address(s.handle()); }, "The ``orStream_t`` as an int.")
+          "handle", [](const Stream& s) { return address(s.handle()); },
+          "The ``orStream_t`` as an int.")
       .def_property_readonly("device", &Stream::device, "Index of the stream's device.")
       .def_property_readonly("priority", &Stream::priority, "The stream's priority (0, -1 or -2).")
-      .def("query", &Stream::query,
-           "True if all work on the stream has completed; raises LaunchFailureError if some failed.")
-      .def("synchronize", &Stream::synchronize, py::call_guard<py::gil_scoped_release>(),
-           "Wait for all work queued on the stream; raises LaunchFailureError if some failed.\n\n"
-           "Inside work running on a stream it raises NotPermittedError instead of waiting forever.")
+      .def(
+          "query", &Stream::query,
+          "True if all work on the stream has completed; raises LaunchFailureError if some failed.")
+      .def(
+          "synchronize", &Stream::synchronize, py::call_guard<py::gil_scoped_release>(),
+          "Wait for all work queued on the stream; raises LaunchFailureError if some failed.\n\n"
+          "Inside work running on a stream it raises NotPermittedError instead of waiting forever.")
       .def("wait_event", &Stream::waitEvent, py::arg("event"),
            "Later work on this stream waits for the event's most recent record.")
       .def("wait_stream", &Stream::waitStream, py::arg("stream"),
@@ -608,7 +625,8 @@ void defineStreamsAndEvents(py::module_& m) {
            "call as LaunchFailureError.")
       .def("__eq__",
            [](const Stream& self, const py::object& other) {
-             return py::isinstance<Stream>(other) && other.cast<const Stream&>().handle() == self.handle();
+             return py::isinstance<Stream>(other) &&
+                    other.cast<const Stream&>().handle() == self.handle();
            })
       .def("__hash__", [](const Stream& s) { return std::hash<const void*>()(s.handle()); });
   py::class_<Event, std::shared_ptr<Event>>(
@@ -619,11 +637,13 @@ void defineStreamsAndEvents(py::module_& m) {
       .def(py::init<bool, std::optional<int>>(), py::arg("enable_timing") = false,
            py::arg("device") = py::none())
       .def_property_readonly(
-          "handle", [](const Event& e) { return address(e.handle()); }, "The ``orEvent_t`` as an int.")
+          "handle", [](const Event& e) { return address(e.handle()); },
+          "The ``orEvent_t`` as an int.")
       .def_property_readonly("enable_timing", &Event::timing, "Whether the event records time.")
       .def("record", &Event::record, py::arg("stream") = py::none(),
            "Record on ``stream`` (default: the default stream of the current device).")
-      .def("query", &Event::query, "True once the most recent record has completed (or if never recorded).")
+      .def("query", &Event::query,
+           "True once the most recent record has completed (or if never recorded).")
       .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>(),
            "Wait for the most recent record; raises NotPermittedError inside stream work.")
       .def("elapsed_time", &Event::elapsedTime, py::arg("end"),
@@ -650,7 +670,8 @@ void defineBuffers(py::module_& m) {
       "``nbytes`` bytes of device memory on ``device`` (default: the current device).\n\n"
       "Host code cannot read ``ptr``; copy with ``copy_from``/``copy_to``/``to_bytes``. Use it\n"
       "as a context manager, or call ``free``, to release it before it is garbage-collected.")
-      .def(py::init<size_t, std::optional<int>>(), py::arg("nbytes"), py::arg("device") = py::none())
+      .def(py::init<size_t, std::optional<int>>(), py::arg("nbytes"),
+           py::arg("device") = py::none())
       .def_property_readonly("ptr", &DeviceBuffer::ptr, "Device address (not host-accessible).")
       .def_property_readonly("nbytes", &DeviceBuffer::nbytes, "Size in bytes.")
       .def_property_readonly("device", &DeviceBuffer::device, "Index of the owning device.")

@@ -78,7 +78,8 @@ orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end) {
     check(startRecord->stream->device() == endRecord->stream->device(), orErrorDeviceMismatch,
           "events recorded on devices ", startRecord->stream->device(), " and ",
           endRecord->stream->device(), " have no common clock: time events of one device");
-    std::chrono::duration<float, std::milli> elapsed = endRecord->reachedAt - startRecord->reachedAt;
+    std::chrono::duration<float, std::milli> elapsed =
+        endRecord->reachedAt - startRecord->reachedAt;
     *ms = elapsed.count();
   });
 }

@@ -21,20 +21,28 @@ namespace {
 
 const char* memcpyKindName(orMemcpyKind kind) {
   switch (kind) {
-    case orMemcpyHostToHost: return "orMemcpyHostToHost";
-    case orMemcpyHostToDevice: return "orMemcpyHostToDevice";
-    case orMemcpyDeviceToHost: return "orMemcpyDeviceToHost";
-    case orMemcpyDeviceToDevice: return "orMemcpyDeviceToDevice";
-    case orMemcpyDefault: return "orMemcpyDefault";
+    case orMemcpyHostToHost:
+      return "orMemcpyHostToHost";
+    case orMemcpyHostToDevice:
+      return "orMemcpyHostToDevice";
+    case orMemcpyDeviceToHost:
+      return "orMemcpyDeviceToHost";
+    case orMemcpyDeviceToDevice:
+      return "orMemcpyDeviceToDevice";
+    case orMemcpyDefault:
+      return "orMemcpyDefault";
   }
   return "?";
 }
 
 const char* describe(const PointerInfo& info) {
   switch (info.type) {
-    case orMemoryTypeDevice: return "device memory";
-    case orMemoryTypeHost: return "pinned host memory";
-    case orMemoryTypeUnregistered: return "pageable host memory";
+    case orMemoryTypeDevice:
+      return "device memory";
+    case orMemoryTypeHost:
+      return "pinned host memory";
+    case orMemoryTypeUnregistered:
+      return "pageable host memory";
   }
   return "?";
 }
@@ -50,8 +58,8 @@ struct CopyPlan {
 
 PointerInfo classifyOrThrow(const void* pointer, const char* role) {
   PointerInfo info = classifyPointer(pointer);
-  check(!info.staleDeviceAddress, orErrorInvalidDevicePointer, role, " ", pointer,
-        " is in device ", info.device, "'s memory but not in a live allocation (freed?)");
+  check(!info.staleDeviceAddress, orErrorInvalidDevicePointer, role, " ", pointer, " is in device ",
+        info.device, "'s memory but not in a live allocation (freed?)");
   return info;
 }
 

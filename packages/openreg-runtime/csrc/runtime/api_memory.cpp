@@ -40,9 +40,9 @@ orError_t orMalloc(void** devPtr, size_t size) {
     Device& device = Runtime::instance().currentDevice();
     if (size == 0) return;
     if (auto call = injectedFault(FaultKind::Malloc)) {
-      fail(orErrorOutOfMemory, "out of memory on OpenReg device ", device.index(),
-           ": allocating ", size, " bytes: ", injectedFaultMessage(FaultKind::Malloc, *call),
-           "; unset ", faultVariable(FaultKind::Malloc), " to stop it");
+      fail(orErrorOutOfMemory, "out of memory on OpenReg device ", device.index(), ": allocating ",
+           size, " bytes: ", injectedFaultMessage(FaultKind::Malloc, *call), "; unset ",
+           faultVariable(FaultKind::Malloc), " to stop it");
     }
     *devPtr = allocateOn(device, size);
   });
@@ -97,8 +97,8 @@ orError_t orPointerGetAttributes(orPointerAttributes* attributes, const void* pt
   return runApi([&] {
     checkNotNull(attributes, "attributes");
     PointerInfo info = classifyPointer(ptr);
-    check(!info.staleDeviceAddress, orErrorInvalidDevicePointer, "pointer ", ptr,
-          " is in device ", info.device, "'s memory but not in a live allocation (freed?)");
+    check(!info.staleDeviceAddress, orErrorInvalidDevicePointer, "pointer ", ptr, " is in device ",
+          info.device, "'s memory but not in a live allocation (freed?)");
     attributes->type = info.type;
     attributes->device = info.device;
     attributes->devicePointer = info.isDevice() ? const_cast<void*>(ptr) : nullptr;

@@ -108,7 +108,8 @@ orError_t orStreamGetDevice(orStream_t stream, int* device) {
 orError_t orStreamGetDefault(orStream_t* stream) {
   return runApi([&] {
     checkNotNull(stream, "stream");
-    *stream = reinterpret_cast<orStream_t>(Runtime::instance().currentDevice().defaultStream().get());
+    *stream =
+        reinterpret_cast<orStream_t>(Runtime::instance().currentDevice().defaultStream().get());
   });
 }
 

@@ -3,9 +3,9 @@
 
 #include <condition_variable>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <random>
-#include <map>
 #include <sstream>
 #include <string>
 
@@ -39,7 +39,8 @@ uint64_t seedFromEnvironment() {
   const unsigned long long value = std::strtoull(raw, &end, 10);
   check(end != nullptr && *end == '\0' && raw[0] != '-' && value != 0, orErrorInitialization,
         "OPENREG_DEBUG_SEED='", raw,
-        "' is invalid: set it to a positive integer (the seed printed by a chaos run), or unset it for a "
+        "' is invalid: set it to a positive integer (the seed printed by a chaos run), or unset it "
+        "for a "
         "random seed");
   return value;
 }
@@ -54,8 +55,8 @@ bool chaosRequested() {
     const size_t first = item.find_first_not_of(" \t");
     if (first == std::string::npos) continue;
     item = item.substr(first, item.find_last_not_of(" \t") - first + 1);
-    check(item == "races" || item == "poison" || item == "chaos", orErrorInitialization, "OPENREG_DEBUG='",
-          raw, "' is invalid: '", item,
+    check(item == "races" || item == "poison" || item == "chaos", orErrorInitialization,
+          "OPENREG_DEBUG='", raw, "' is invalid: '", item,
           "' is not a debug mode. Use a comma-separated list of 'races', 'poison' and 'chaos'");
     chaos = chaos || item == "chaos";
   }
@@ -69,7 +70,8 @@ void configureFromEnvironment() {
 }
 
 void configure(bool enable, uint64_t seed) {
-  if (enable) currentSeed.store(seed != 0 ? seed : seedFromEnvironment(), std::memory_order_relaxed);
+  if (enable)
+    currentSeed.store(seed != 0 ? seed : seedFromEnvironment(), std::memory_order_relaxed);
   detail::on.store(enable, std::memory_order_relaxed);
 }
 
@@ -114,7 +116,8 @@ uint64_t& currentTicket() {
 }
 
 Hold decide(int device, uint64_t streamNumber, uint64_t sequence) {
-  const uint64_t h = mix(mix(mix(seed() ^ static_cast<uint64_t>(device)) ^ streamNumber) ^ sequence);
+  const uint64_t h =
+      mix(mix(mix(seed() ^ static_cast<uint64_t>(device)) ^ streamNumber) ^ sequence);
   // One piece of work in four waits for a waiter; the rest run at once.
   // Random short delays were tried too: they made the outcome of a race
   // between two unheld pieces of work depend on timing again, so a seed no

@@ -2,8 +2,6 @@
 #include "device_memory.h"
 
 #include <fcntl.h>
-#include <linux/falloc.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +10,9 @@
 
 #include "environment.h"
 #include "errors.h"
+
+#include <linux/falloc.h>
+#include <sys/mman.h>
 
 namespace openreg::runtime {
 namespace {

@@ -3,8 +3,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +16,9 @@
 #include <sstream>
 
 #include "errors.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 namespace openreg::runtime {
 namespace {
@@ -52,9 +53,8 @@ int openDirectory(const std::string& path, bool create) {
     fail(orErrorNotPermitted, "cannot open the OpenReg registry directory ", path, ": ",
          std::strerror(errno), " (it must be a directory, not a symbolic link)");
   }
-  struct stat status {};
-  if (fstat(directory, &status) != 0 || status.st_uid != geteuid() ||
-      (status.st_mode & 077) != 0) {
+  struct stat status{};
+  if (fstat(directory, &status) != 0 || status.st_uid != geteuid() || (status.st_mode & 077) != 0) {
     close(directory);
     fail(orErrorNotPermitted, "the OpenReg registry directory ", path,
          " must belong to this user (uid ", geteuid(),
@@ -81,7 +81,7 @@ std::optional<uint64_t> processStartTime(int pid) {
 }
 
 uint64_t ownPidNamespace() {
-  struct stat status {};
+  struct stat status{};
   return stat("/proc/self/ns/pid", &status) == 0 ? static_cast<uint64_t>(status.st_ino) : 0;
 }
 
@@ -259,7 +259,7 @@ void readRecordFile(int directory, const std::string& name, uint64_t pidNamespac
   if (!parseFileName(name, kFilePrefix, pid, startTime)) return;
   const int fd = openat(directory, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return;  // removed meanwhile
-  struct stat status {};
+  struct stat status{};
   void* mapping = MAP_FAILED;
   if (fstat(fd, &status) == 0 && status.st_uid == geteuid() && S_ISREG(status.st_mode) &&
       static_cast<size_t>(status.st_size) >= sizeof(RegistryFile)) {
@@ -280,10 +280,9 @@ void readRecordFile(int directory, const std::string& name, uint64_t pidNamespac
       for (int device = 0; device < OPENREG_MAX_DEVICES; ++device) {
         const RegistryDeviceRecord& record = file->devices[device];
         if (record.active.load(std::memory_order_acquire) == 0) continue;
-        usage.push_back(ProcessUsage{pid, device, startTime, processName,
-                                     record.bytesInUse.load(std::memory_order_relaxed),
-                                     record.capacity.load(std::memory_order_relaxed),
-                                     utilizationOf(readBusy(record), now)});
+        usage.push_back(ProcessUsage{
+            pid, device, startTime, processName, record.bytesInUse.load(std::memory_order_relaxed),
+            record.capacity.load(std::memory_order_relaxed), utilizationOf(readBusy(record), now)});
       }
     }
   }

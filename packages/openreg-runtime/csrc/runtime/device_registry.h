@@ -12,8 +12,8 @@
 // The hot paths only store into this process's own mapping: a relaxed store
 // of bytes in use after an allocation or free, and when a stream goes from
 // idle to busy or back a short critical section on a per-device mutex (a
-// clock read, a seqlock write); work queued back to back costs nothing more. Only the counters are stored: no
-// addresses, no command lines, and only the owner can read them.
+// clock read, a seqlock write); work queued back to back costs nothing more. Only the counters are
+// stored: no addresses, no command lines, and only the owner can read them.
 #pragma once
 
 #include <atomic>

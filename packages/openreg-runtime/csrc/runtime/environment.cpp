@@ -88,11 +88,12 @@ size_t readDeviceMemory() {
   const std::string text = trim(raw);
   std::optional<size_t> bytes = parseByteSize(text);
   if (!bytes || *bytes < kMinDeviceMemory || *bytes > kMaxDeviceMemory) {
-    fail(orErrorInitialization, "OPENREG_DEVICE_MEMORY='", text, "' is invalid: ",
-         bytes ? sizeProblem(text, *bytes) : std::string(),
-         "give a size from 1MiB to 1TiB such as '8GiB' or '512MiB' (K/M/G/T and KiB/MiB/GiB/TiB are "
-         "binary, KB/MB/GB/TB decimal, a bare number is bytes), or unset it for a quarter of "
-         "physical RAM per device");
+    fail(
+        orErrorInitialization, "OPENREG_DEVICE_MEMORY='", text,
+        "' is invalid: ", bytes ? sizeProblem(text, *bytes) : std::string(),
+        "give a size from 1MiB to 1TiB such as '8GiB' or '512MiB' (K/M/G/T and KiB/MiB/GiB/TiB are "
+        "binary, KB/MB/GB/TB decimal, a bare number is bytes), or unset it for a quarter of "
+        "physical RAM per device");
   }
   return roundUpToPage(*bytes);
 }

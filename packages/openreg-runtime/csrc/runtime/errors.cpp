@@ -21,40 +21,68 @@ extern "C" {
 
 const char* orGetErrorName(orError_t error) {
   switch (error) {
-    case orSuccess: return "orSuccess";
-    case orErrorInvalidValue: return "orErrorInvalidValue";
-    case orErrorOutOfMemory: return "orErrorOutOfMemory";
-    case orErrorInitialization: return "orErrorInitialization";
-    case orErrorInvalidDevice: return "orErrorInvalidDevice";
-    case orErrorInvalidDevicePointer: return "orErrorInvalidDevicePointer";
-    case orErrorInvalidHostPointer: return "orErrorInvalidHostPointer";
-    case orErrorInvalidMemcpyDirection: return "orErrorInvalidMemcpyDirection";
-    case orErrorNotReady: return "orErrorNotReady";
-    case orErrorInvalidResourceHandle: return "orErrorInvalidResourceHandle";
-    case orErrorDeviceMismatch: return "orErrorDeviceMismatch";
-    case orErrorLaunchFailure: return "orErrorLaunchFailure";
-    case orErrorNotPermitted: return "orErrorNotPermitted";
-    case orErrorUnknown: return "orErrorUnknown";
+    case orSuccess:
+      return "orSuccess";
+    case orErrorInvalidValue:
+      return "orErrorInvalidValue";
+    case orErrorOutOfMemory:
+      return "orErrorOutOfMemory";
+    case orErrorInitialization:
+      return "orErrorInitialization";
+    case orErrorInvalidDevice:
+      return "orErrorInvalidDevice";
+    case orErrorInvalidDevicePointer:
+      return "orErrorInvalidDevicePointer";
+    case orErrorInvalidHostPointer:
+      return "orErrorInvalidHostPointer";
+    case orErrorInvalidMemcpyDirection:
+      return "orErrorInvalidMemcpyDirection";
+    case orErrorNotReady:
+      return "orErrorNotReady";
+    case orErrorInvalidResourceHandle:
+      return "orErrorInvalidResourceHandle";
+    case orErrorDeviceMismatch:
+      return "orErrorDeviceMismatch";
+    case orErrorLaunchFailure:
+      return "orErrorLaunchFailure";
+    case orErrorNotPermitted:
+      return "orErrorNotPermitted";
+    case orErrorUnknown:
+      return "orErrorUnknown";
   }
   return "orErrorUnrecognized";
 }
 
 const char* orGetErrorString(orError_t error) {
   switch (error) {
-    case orSuccess: return "no error";
-    case orErrorInvalidValue: return "invalid argument";
-    case orErrorOutOfMemory: return "out of device memory";
-    case orErrorInitialization: return "runtime initialization error";
-    case orErrorInvalidDevice: return "invalid device ordinal";
-    case orErrorInvalidDevicePointer: return "invalid device pointer";
-    case orErrorInvalidHostPointer: return "invalid pinned host pointer";
-    case orErrorInvalidMemcpyDirection: return "invalid copy direction for these pointers";
-    case orErrorNotReady: return "work not completed yet";
-    case orErrorInvalidResourceHandle: return "invalid or destroyed stream/event handle";
-    case orErrorDeviceMismatch: return "stream and event belong to different devices";
-    case orErrorLaunchFailure: return "work enqueued on a stream failed";
-    case orErrorNotPermitted: return "operation not permitted";
-    case orErrorUnknown: return "unknown error";
+    case orSuccess:
+      return "no error";
+    case orErrorInvalidValue:
+      return "invalid argument";
+    case orErrorOutOfMemory:
+      return "out of device memory";
+    case orErrorInitialization:
+      return "runtime initialization error";
+    case orErrorInvalidDevice:
+      return "invalid device ordinal";
+    case orErrorInvalidDevicePointer:
+      return "invalid device pointer";
+    case orErrorInvalidHostPointer:
+      return "invalid pinned host pointer";
+    case orErrorInvalidMemcpyDirection:
+      return "invalid copy direction for these pointers";
+    case orErrorNotReady:
+      return "work not completed yet";
+    case orErrorInvalidResourceHandle:
+      return "invalid or destroyed stream/event handle";
+    case orErrorDeviceMismatch:
+      return "stream and event belong to different devices";
+    case orErrorLaunchFailure:
+      return "work enqueued on a stream failed";
+    case orErrorNotPermitted:
+      return "operation not permitted";
+    case orErrorUnknown:
+      return "unknown error";
   }
   return "unrecognized error code";
 }

@@ -17,8 +17,7 @@ namespace openreg::runtime {
 
 class ApiError : public std::runtime_error {
  public:
-  ApiError(orError_t code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  ApiError(orError_t code, const std::string& message) : std::runtime_error(message), code_(code) {}
   orError_t code() const { return code_; }
 
  private:

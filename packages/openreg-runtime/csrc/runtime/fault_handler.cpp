@@ -75,8 +75,9 @@ void describeDeviceAccess(const void* address, Device& device) {
   } else {
     line.text(", not inside a live allocation");
   }
-  line.text("): device memory is not host-accessible; copy it to the host first "
-            "(orMemcpy, or tensor.cpu() in PyTorch)");
+  line.text(
+      "): device memory is not host-accessible; copy it to the host first "
+      "(orMemcpy, or tensor.cpu() in PyTorch)");
   line.writeTo(STDERR_FILENO);
 }
 

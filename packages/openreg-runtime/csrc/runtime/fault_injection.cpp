@@ -18,25 +18,32 @@ std::array<std::atomic<uint64_t>, 3> callCounters{};
 const std::vector<uint64_t>& plannedCalls(FaultKind kind) {
   const FaultPlan& plan = Runtime::instance().config().faults;
   switch (kind) {
-    case FaultKind::Malloc: return plan.malloc;
-    case FaultKind::Memcpy: return plan.memcpy;
-    case FaultKind::Launch: return plan.launch;
+    case FaultKind::Malloc:
+      return plan.malloc;
+    case FaultKind::Memcpy:
+      return plan.memcpy;
+    case FaultKind::Launch:
+      return plan.launch;
   }
   return plan.launch;
 }
 
 const char* callName(FaultKind kind) {
   switch (kind) {
-    case FaultKind::Malloc: return "orMalloc call ";
-    case FaultKind::Memcpy: return "orMemcpy call ";
-    case FaultKind::Launch: return "launched work ";
+    case FaultKind::Malloc:
+      return "orMalloc call ";
+    case FaultKind::Memcpy:
+      return "orMemcpy call ";
+    case FaultKind::Launch:
+      return "launched work ";
   }
   return "call ";
 }
 
 std::optional<uint64_t> parseOne(const std::string& text) {
-  if (text.empty() || !std::all_of(text.begin(), text.end(),
-                                   [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      })) {
     return std::nullopt;
   }
   errno = 0;
@@ -71,9 +78,12 @@ std::optional<std::vector<uint64_t>> parseCallNumbers(const std::string& text) {
 
 const char* faultVariable(FaultKind kind) {
   switch (kind) {
-    case FaultKind::Malloc: return "OPENREG_FAULT_MALLOC";
-    case FaultKind::Memcpy: return "OPENREG_FAULT_MEMCPY";
-    case FaultKind::Launch: return "OPENREG_FAULT_LAUNCH";
+    case FaultKind::Malloc:
+      return "OPENREG_FAULT_MALLOC";
+    case FaultKind::Memcpy:
+      return "OPENREG_FAULT_MEMCPY";
+    case FaultKind::Launch:
+      return "OPENREG_FAULT_LAUNCH";
   }
   return "OPENREG_FAULT_*";
 }

@@ -29,8 +29,7 @@ class HandleRegistry {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = live_.find(handle);
     if (found == live_.end()) {
-      fail(orErrorInvalidResourceHandle, kind_, " handle ", handle,
-           " is unknown or was destroyed");
+      fail(orErrorInvalidResourceHandle, kind_, " handle ", handle, " is unknown or was destroyed");
     }
     return found->second;
   }

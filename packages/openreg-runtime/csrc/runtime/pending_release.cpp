@@ -7,7 +7,8 @@
 namespace openreg::runtime {
 
 bool PendingReleases::Entry::passed() const {
-  return std::all_of(fences.begin(), fences.end(), [](const Fence& fence) { return fence.passed(); });
+  return std::all_of(fences.begin(), fences.end(),
+                     [](const Fence& fence) { return fence.passed(); });
 }
 
 void PendingReleases::releaseAfter(std::vector<Fence> fences, int device,
@@ -60,7 +61,8 @@ void PendingReleases::waitForDevice(int device) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const Entry& entry : entries_) {
-      if (entry.device == device) fences.insert(fences.end(), entry.fences.begin(), entry.fences.end());
+      if (entry.device == device)
+        fences.insert(fences.end(), entry.fences.begin(), entry.fences.end());
     }
   }
   for (const Fence& fence : fences) fence.stream->waitFor(fence.sequence);

@@ -30,8 +30,8 @@ PointerInfo classifyPointer(const void* pointer) {
 
 PointerInfo requireDeviceRange(const void* pointer, size_t count, const char* what) {
   PointerInfo info = classifyPointer(pointer);
-  check(!info.staleDeviceAddress, orErrorInvalidDevicePointer, what, " ", pointer,
-        " is in device ", info.device, "'s memory but not in a live allocation (freed?)");
+  check(!info.staleDeviceAddress, orErrorInvalidDevicePointer, what, " ", pointer, " is in device ",
+        info.device, "'s memory but not in a live allocation (freed?)");
   check(info.isDevice(), orErrorInvalidMemcpyDirection, what, " ", pointer,
         " is not device memory");
   check(count <= info.bytesAvailableFrom(pointer), orErrorInvalidValue, what, " range of ", count,

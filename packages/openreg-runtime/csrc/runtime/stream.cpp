@@ -172,7 +172,8 @@ bool Stream::isComplete(uint64_t sequence) {
 
 void Stream::noteDemand(uint64_t sequence) {
   uint64_t known = demanded_.load(std::memory_order_relaxed);
-  while (known < sequence && !demanded_.compare_exchange_weak(known, sequence, std::memory_order_relaxed)) {
+  while (known < sequence &&
+         !demanded_.compare_exchange_weak(known, sequence, std::memory_order_relaxed)) {
   }
 }
 
@@ -182,7 +183,8 @@ void Stream::holdUntilWaited(std::chrono::milliseconds cap) {
   const uint64_t next = completed_.load(std::memory_order_relaxed) + 2;  // the work after this one
   chaos::settle(chaos::currentTicket());  // held work does not block later work
   const auto deadline = std::chrono::steady_clock::now() + cap;
-  while (demanded_.load(std::memory_order_relaxed) < next && std::chrono::steady_clock::now() < deadline) {
+  while (demanded_.load(std::memory_order_relaxed) < next &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
@@ -201,7 +203,8 @@ Stream::Work Stream::underChaos(Work work, uint64_t sequence) {
     if (held) {
       chaos::settle(ticket);
       const auto deadline = std::chrono::steady_clock::now() + chaos::kRandomHoldCap;
-      while (demanded_.load(std::memory_order_relaxed) < sequence && std::chrono::steady_clock::now() < deadline) {
+      while (demanded_.load(std::memory_order_relaxed) < sequence &&
+             std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
       turn = chaos::takeTicket(this);

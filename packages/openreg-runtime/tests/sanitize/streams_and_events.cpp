@@ -134,7 +134,8 @@ void queriesWhileWorkRuns() {
   });
   for (int round = 0; round < 100; ++round) {
     MUST(orEventRecord(start, stream));
-    MUST(openreg::launchHostFunc(stream, [] { std::this_thread::sleep_for(std::chrono::microseconds(50)); }));
+    MUST(openreg::launchHostFunc(
+        stream, [] { std::this_thread::sleep_for(std::chrono::microseconds(50)); }));
     MUST(orEventRecord(end, stream));
     MUST(orEventSynchronize(end));
     float ms = -1;
@@ -191,7 +192,8 @@ void synchronizingInsideWorkIsRefused() {
     (void)orGetLastError();
   }));
   MUST(orStreamSynchronize(stream));
-  expect(codes == std::vector<orError_t>(3, orErrorNotPermitted), "synchronizing inside work is refused");
+  expect(codes == std::vector<orError_t>(3, orErrorNotPermitted),
+         "synchronizing inside work is refused");
   MUST(orEventDestroy(event));
   MUST(orStreamDestroy(stream));
 }

@@ -15,7 +15,8 @@ struct NamedMode {
   const char* name;
   DebugMode mode;
 };
-constexpr NamedMode kModes[] = {{"races", kDebugRaces}, {"poison", kDebugPoison}, {"chaos", kDebugChaos}};
+constexpr NamedMode kModes[] = {
+    {"races", kDebugRaces}, {"poison", kDebugPoison}, {"chaos", kDebugChaos}};
 
 std::string trimmed(const std::string& text) {
   const size_t first = text.find_first_not_of(" \t");
@@ -75,7 +76,9 @@ std::string debugModeNames(unsigned modes) {
   return names;
 }
 
-void setDebugModes(unsigned modes) { detail::debugModeBits.store(modes, std::memory_order_relaxed); }
+void setDebugModes(unsigned modes) {
+  detail::debugModeBits.store(modes, std::memory_order_relaxed);
+}
 
 bool raceErrorsRaise() { return raceErrors.load(std::memory_order_relaxed); }
 void setRaceErrorsRaise(bool raise) { raceErrors.store(raise, std::memory_order_relaxed); }

@@ -79,7 +79,8 @@ void installStreamOrderObserver(StreamOrderObserver* observer);
 template <typename Member, typename... Args>
 inline void notifyStreamOrder(Member member, Args&&... args) {
   if (!debugModeOn(kDebugRaces)) return;
-  if (StreamOrderObserver* observer = streamOrderObserver()) (observer->*member)(std::forward<Args>(args)...);
+  if (StreamOrderObserver* observer = streamOrderObserver())
+    (observer->*member)(std::forward<Args>(args)...);
 }
 
 }  // namespace torch_openreg

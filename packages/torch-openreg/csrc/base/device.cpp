@@ -42,7 +42,9 @@ c10::DeviceIndex currentDevice() {
   return static_cast<c10::DeviceIndex>(device);
 }
 
-void setCurrentDevice(c10::DeviceIndex device) { OPENREG_CHECK(orSetDevice(checkedDevice(device))); }
+void setCurrentDevice(c10::DeviceIndex device) {
+  OPENREG_CHECK(orSetDevice(checkedDevice(device)));
+}
 
 c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) {
   const c10::DeviceIndex previous = currentDevice();
@@ -55,9 +57,10 @@ c10::DeviceIndex checkedDevice(c10::DeviceIndex device) {
   if (C10_LIKELY(device >= 0 && device < count)) return device;
   const bool one = count == 1;
   TORCH_CHECK(false, "Invalid openreg device index ", static_cast<int>(device), ": there ",
-              one ? "is " : "are ", count, one ? " openreg device (valid index 0)" : " openreg devices",
-              one ? "" : " (valid indices 0..", one ? "" : std::to_string(count - 1), one ? "" : ")",
-              "; set OPENREG_DEVICE_COUNT to change the count");
+              one ? "is " : "are ", count,
+              one ? " openreg device (valid index 0)" : " openreg devices",
+              one ? "" : " (valid indices 0..", one ? "" : std::to_string(count - 1),
+              one ? "" : ")", "; set OPENREG_DEVICE_COUNT to change the count");
 }
 
 c10::DeviceIndex resolveDevice(c10::DeviceIndex device) {

@@ -7,12 +7,13 @@
 // epoch, the one Kineto and PyTorch's profiler put their events on.
 #include "base/device_activity.h"
 
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <mutex>
 #include <utility>
+
+#include <sys/syscall.h>
 
 namespace torch_openreg {
 namespace detail {

@@ -30,10 +30,10 @@ inline bool succeeded(orError_t status) noexcept {
 
 }  // namespace torch_openreg
 
-#define OPENREG_CHECK(expression)                                        \
-  do {                                                                   \
-    const orError_t openreg_status_ = (expression);                      \
-    if (C10_UNLIKELY(openreg_status_ != orSuccess)) {                    \
-      ::torch_openreg::throwRuntimeError(openreg_status_);               \
-    }                                                                    \
+#define OPENREG_CHECK(expression)                          \
+  do {                                                     \
+    const orError_t openreg_status_ = (expression);        \
+    if (C10_UNLIKELY(openreg_status_ != orSuccess)) {      \
+      ::torch_openreg::throwRuntimeError(openreg_status_); \
+    }                                                      \
   } while (false)

@@ -27,22 +27,24 @@ namespace {
 at::Tensor swishOpenReg(const at::Tensor& x) {
   // Validate on the host: a kernel's own failure would only surface at the
   // next synchronization.
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(x.scalar_type()), "\"openreg_swish\" not implemented for '",
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(x.scalar_type()),
+                              "\"openreg_swish\" not implemented for '",
                               c10::toString(x.scalar_type()), "'");
   const at::Tensor input = x.contiguous();
   at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
   const c10::DeviceIndex device = input.device().index();
   KernelContext context(device);
   launchOnDevice(device, [in = context.alias(input), out = context.alias(output)] {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.scalar_type(), "openreg_swish", [&] {
-      using compute_t = at::opmath_type<scalar_t>;  // float for half/bfloat16
-      const scalar_t* source = in.const_data_ptr<scalar_t>();
-      scalar_t* target = out.mutable_data_ptr<scalar_t>();
-      for (int64_t i = 0; i < in.numel(); ++i) {
-        const compute_t x = static_cast<compute_t>(source[i]);
-        target[i] = static_cast<scalar_t>(x / (compute_t(1) + std::exp(-x)));
-      }
-    });
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, in.scalar_type(), "openreg_swish", [&] {
+          using compute_t = at::opmath_type<scalar_t>;  // float for half/bfloat16
+          const scalar_t* source = in.const_data_ptr<scalar_t>();
+          scalar_t* target = out.mutable_data_ptr<scalar_t>();
+          for (int64_t i = 0; i < in.numel(); ++i) {
+            const compute_t x = static_cast<compute_t>(source[i]);
+            target[i] = static_cast<scalar_t>(x / (compute_t(1) + std::exp(-x)));
+          }
+        });
   });
   return output;
 }
@@ -74,9 +76,7 @@ class SwishFunction : public torch::autograd::Function<SwishFunction> {
 
 at::Tensor swishAutograd(const at::Tensor& x) { return SwishFunction::apply(x); }
 
-TORCH_LIBRARY(openreg, m) {
-  m.def("swish(Tensor x) -> Tensor");
-}
+TORCH_LIBRARY(openreg, m) { m.def("swish(Tensor x) -> Tensor"); }
 
 TORCH_LIBRARY_IMPL(openreg, PrivateUse1, m) { m.impl("swish", TORCH_FN(swishOpenReg)); }
 TORCH_LIBRARY_IMPL(openreg, CPU, m) { m.impl("swish", TORCH_FN(swishCpu)); }

@@ -30,7 +30,6 @@
 #include "base/device.h"
 #include "base/environment.h"
 #include "base/sync_debug.h"
-#include "integration/device_allocator.h"
 #include "engine/fallback_arguments.h"
 #include "engine/kernel_allocator.h"
 #include "engine/kernel_context.h"
@@ -40,6 +39,7 @@
 #include "engine/plan.h"
 #include "engine/race_detector.h"
 #include "engine/tensor_layout.h"
+#include "integration/device_allocator.h"
 
 namespace torch_openreg {
 namespace {
@@ -162,9 +162,10 @@ struct PreparedKernel {
 
   void checkMutatedLayouts() const {
     for (const auto& [alias, layout] : mutated) {
-      TORCH_CHECK(layout.matches(alias), "openreg: the CPU kernel of ", op.schema().name(),
-                  " changed the shape or strides of an argument it writes in place, which openreg "
-                  "cannot do asynchronously; please report this operator (it needs a native kernel)");
+      TORCH_CHECK(
+          layout.matches(alias), "openreg: the CPU kernel of ", op.schema().name(),
+          " changed the shape or strides of an argument it writes in place, which openreg "
+          "cannot do asynchronously; please report this operator (it needs a native kernel)");
     }
   }
 };
@@ -204,12 +205,14 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
                                         c10::ArrayRef<at::Tensor> outputs, c10::DeviceIndex device,
                                         std::shared_ptr<const Plan> plan) {
   const c10::FunctionSchema& schema = op.schema();
-  auto kernel = std::make_shared<PreparedKernel>(PreparedKernel{op, std::move(plan), cpuKeysFor(arguments)});
+  auto kernel =
+      std::make_shared<PreparedKernel>(PreparedKernel{op, std::move(plan), cpuKeysFor(arguments)});
   kernel->cpuArguments.reserve(arguments.size());
   KernelContext context(device);
   for (size_t i = 0; i < arguments.size(); ++i) {
     kernel->cpuArguments.push_back(toCpuArgument(arguments[i], schema.arguments()[i], context));
-    if (isMutable(schema.arguments()[i]) && arguments[i].isTensor() && arguments[i].toTensor().defined()) {
+    if (isMutable(schema.arguments()[i]) && arguments[i].isTensor() &&
+        arguments[i].toTensor().defined()) {
       const at::Tensor alias = kernel->cpuArguments.back().toTensor();
       kernel->mutated.emplace_back(alias, TensorLayout::of(alias));
     }
@@ -228,7 +231,8 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
 }
 
 std::vector<c10::IValue> launchPlanned(const c10::OperatorHandle& op, const Arguments& arguments,
-                                       const LaunchContext& launch, std::shared_ptr<const Plan> plan) {
+                                       const LaunchContext& launch,
+                                       std::shared_ptr<const Plan> plan) {
   applyArgumentLayouts(*plan, arguments);
   std::vector<c10::IValue> results;
   c10::SmallVector<at::Tensor, 2> outputs;
@@ -241,7 +245,8 @@ std::vector<c10::IValue> launchPlanned(const c10::OperatorHandle& op, const Argu
     }
   }
   const std::optional<Arguments> snapshot = snapshotHostTensors(arguments);
-  auto kernel = prepare(op, snapshot ? *snapshot : arguments, outputs, launch.device, std::move(plan));
+  auto kernel =
+      prepare(op, snapshot ? *snapshot : arguments, outputs, launch.device, std::move(plan));
   launchOnDevice(launch, [kernel] { kernel->run(); });
   return results;
 }
@@ -249,7 +254,8 @@ std::vector<c10::IValue> launchPlanned(const c10::OperatorHandle& op, const Argu
 // ---- First call of a signature -----------------------------------------------
 
 // Layouts of the arguments the operator may mutate (undefined for the others).
-std::vector<TensorLayout> mutableLayouts(const c10::OperatorHandle& op, const Arguments& arguments) {
+std::vector<TensorLayout> mutableLayouts(const c10::OperatorHandle& op,
+                                         const Arguments& arguments) {
   std::vector<TensorLayout> layouts(arguments.size());
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (isMutable(op.schema().arguments()[i]) && arguments[i].isTensor()) {
@@ -314,7 +320,8 @@ void checkDataDependentCall(const c10::OperatorHandle& op,
 
 // The schema says what an operator does with its tensors: arguments it
 // mutates are written, other tensor arguments read.
-void checkOperatorAccesses(const c10::OperatorHandle& op, const Arguments& arguments, const c10::Stream& stream) {
+void checkOperatorAccesses(const c10::OperatorHandle& op, const Arguments& arguments,
+                           const c10::Stream& stream) {
   std::vector<at::Tensor> reads, writes;
   for (size_t i = 0; i < arguments.size(); ++i) {
     const bool write = isMutable(op.schema().arguments()[i]);
@@ -333,7 +340,8 @@ void recordNewResults(const c10::OperatorHandle& op, const Arguments& arguments,
   std::vector<const void*> argumentMemory;
   for (const c10::IValue& argument : arguments) {
     mapTensors(argument, [&](const at::Tensor& tensor) {
-      if (tensor.defined() && tensor.has_storage()) argumentMemory.push_back(tensor.storage().data());
+      if (tensor.defined() && tensor.has_storage())
+        argumentMemory.push_back(tensor.storage().data());
       return tensor;
     });
   }
@@ -341,8 +349,8 @@ void recordNewResults(const c10::OperatorHandle& op, const Arguments& arguments,
   for (const c10::IValue& result : results) {
     mapTensors(result, [&](const at::Tensor& tensor) {
       const bool fresh = tensor.defined() && tensor.has_storage() &&
-                         std::find(argumentMemory.begin(), argumentMemory.end(), tensor.storage().data()) ==
-                             argumentMemory.end();
+                         std::find(argumentMemory.begin(), argumentMemory.end(),
+                                   tensor.storage().data()) == argumentMemory.end();
       if (fresh) written.push_back(tensor);
       return tensor;
     });
@@ -390,7 +398,8 @@ FallbackMode fallbackMode() {
 
 std::string fallbackModeName() { return fallbackMode() == FallbackMode::Copy ? "copy" : "inplace"; }
 
-void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, torch::jit::Stack* stack) {
+void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
+                     torch::jit::Stack* stack) {
   const size_t argumentCount = op.schema().arguments().size();
   const c10::ArrayRef<c10::IValue> arguments(stack->data() + stack->size() - argumentCount,
                                              argumentCount);
@@ -469,8 +478,8 @@ size_t preferCpuKernels() {
                              *sparse) +
       preferCpuSparseKernels(c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1,
                              *compressed);
-  static auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
-                                            __FILE__, __LINE__);
+  static auto* library = new torch::Library(torch::Library::IMPL, "aten",
+                                            c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   std::vector<std::string> names;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;

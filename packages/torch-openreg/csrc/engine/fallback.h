@@ -22,7 +22,8 @@ enum class FallbackMode { InPlace, Copy };
 FallbackMode fallbackMode();
 std::string fallbackModeName();
 
-void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
+void openregFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                     torch::jit::Stack* stack);
 
 // Some operators have a CPU kernel and also a generic math decomposition
 // (CompositeExplicitAutograd, e.g. native_layer_norm), which PyTorch would

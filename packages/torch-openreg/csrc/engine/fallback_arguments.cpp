@@ -34,7 +34,8 @@ class DeviceResolver {
   }
 
   void visitDevice(const c10::Device& device) {
-    if (device.type() == c10::DeviceType::PrivateUse1 && !requestedDevice_) requestedDevice_ = device;
+    if (device.type() == c10::DeviceType::PrivateUse1 && !requestedDevice_)
+      requestedDevice_ = device;
   }
 
   void visitGenerator(const at::Generator& generator) {
@@ -95,7 +96,8 @@ c10::DeviceIndex findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IV
     if (value.isTensor()) {
       resolver.visitTensor(value.toTensor(), name, false);
     } else if (value.isTensorList()) {
-      for (const at::Tensor& tensor : value.toTensorList()) resolver.visitTensor(tensor, name, false);
+      for (const at::Tensor& tensor : value.toTensorList())
+        resolver.visitTensor(tensor, name, false);
     } else if (value.isList()) {
       const bool indices = isIndexList(value);
       for (const c10::IValue& element : value.toListRef()) {
@@ -124,8 +126,8 @@ c10::IValue toCpuArgument(const c10::IValue& value, const c10::Argument& argumen
     if (value.isNone()) return engineOf(defaultGenerator(context.device()));
     const at::Generator& generator = value.toGenerator();
     TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
-                "Expected a 'openreg' device type for generator but found '", generator.device().type(),
-                "'; create it with torch.Generator(device=\"openreg\")");
+                "Expected a 'openreg' device type for generator but found '",
+                generator.device().type(), "'; create it with torch.Generator(device=\"openreg\")");
     return engineOf(generator);
   }
   return value;
@@ -145,7 +147,8 @@ std::optional<size_t> mutatedArgumentOf(const c10::FunctionSchema& schema, size_
   const auto& arguments = schema.arguments();
   for (size_t i = 0; i < arguments.size(); ++i) {
     const c10::AliasInfo* candidate = arguments[i].alias_info();
-    if (candidate != nullptr && candidate->isWrite() && candidate->beforeSets() == info->beforeSets()) {
+    if (candidate != nullptr && candidate->isWrite() &&
+        candidate->beforeSets() == info->beforeSets()) {
       return i;
     }
   }

@@ -32,7 +32,8 @@ c10::IValue mapTensors(const c10::IValue& value, Convert&& convert) {
     if (!hasTensors) return value;
     c10::List<std::optional<at::Tensor>> converted;
     for (const c10::IValue& element : value.toListRef()) {
-      converted.push_back(element.isTensor() ? std::optional(convert(element.toTensor())) : std::nullopt);
+      converted.push_back(element.isTensor() ? std::optional(convert(element.toTensor()))
+                                             : std::nullopt);
     }
     return converted;
   }

@@ -45,7 +45,8 @@ std::vector<at::Tensor> runNow(const LaunchContext& launch, const std::vector<at
   return results;
 }
 
-std::vector<at::Tensor> runFirstCall(const LaunchContext& launch, const std::vector<at::Tensor>& inputs,
+std::vector<at::Tensor> runFirstCall(const LaunchContext& launch,
+                                     const std::vector<at::Tensor>& inputs,
                                      const TensorFunction& function, const PlanTicket& ticket) {
   std::vector<at::Tensor> results = runNow(launch, inputs, function);
   const std::vector<c10::IValue> values(results.begin(), results.end());
@@ -56,7 +57,8 @@ std::vector<at::Tensor> runFirstCall(const LaunchContext& launch, const std::vec
 }  // namespace
 
 std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at::Tensor> inputs,
-                                         TensorFunction function, const FunctionSignature& signature) {
+                                         TensorFunction function,
+                                         const FunctionSignature& signature) {
   const PlanTicket ticket =
       lookUpPlan(PlanKey::forFunction(signature.name, signature.parameters, inputs),
                  [&](Plan& plan) { planFunctionOnMeta(inputs, function, plan); });

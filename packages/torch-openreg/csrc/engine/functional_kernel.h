@@ -29,6 +29,7 @@ struct FunctionSignature {
 // Undefined inputs are passed through as undefined; undefined results stay
 // undefined.
 std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at::Tensor> inputs,
-                                         TensorFunction function, const FunctionSignature& signature);
+                                         TensorFunction function,
+                                         const FunctionSignature& signature);
 
 }  // namespace torch_openreg

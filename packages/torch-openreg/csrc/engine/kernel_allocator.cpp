@@ -51,7 +51,8 @@ void freeRaw(void* pointer) {
 }
 
 c10::DataPtr borrowOutput(void* outputMemory) {
-  return c10::DataPtr(outputMemory, outputMemory, &keepReservedOutput, c10::Device(c10::DeviceType::CPU));
+  return c10::DataPtr(outputMemory, outputMemory, &keepReservedOutput,
+                      c10::Device(c10::DeviceType::CPU));
 }
 
 c10::DataPtr allocateOnDevice(size_t nbytes) {
@@ -117,7 +118,8 @@ OutputReservations::OutputReservations(c10::ArrayRef<at::Tensor> outputs, Placem
     if (!outputs[i].defined() || outputs[i].storage().nbytes() == 0) continue;
     const c10::Storage& storage = outputs[i].storage();
     const int wanted = hints == nullptr ? 0 : hints->ordinal(i);
-    reservations_.push_back(Reservation{i, storage.mutable_data(), storage.nbytes(), wanted, false, {}});
+    reservations_.push_back(
+        Reservation{i, storage.mutable_data(), storage.nbytes(), wanted, false, {}});
   }
   activeReservations = this;
 }
@@ -185,7 +187,8 @@ void OutputReservations::place(size_t index, const at::Tensor& result) const {
 }
 
 OutputPlacementCounts outputPlacementCounts() {
-  return {placedInPlace.load(std::memory_order_relaxed), placedByCopy.load(std::memory_order_relaxed)};
+  return {placedInPlace.load(std::memory_order_relaxed),
+          placedByCopy.load(std::memory_order_relaxed)};
 }
 
 c10::Allocator* kernelAllocator() { return c10::GetCPUAllocator(); }

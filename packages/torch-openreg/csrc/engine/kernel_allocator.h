@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <cstdint>
-
 #include <vector>
 
 namespace torch_openreg {

@@ -9,10 +9,10 @@
 
 #include "base/address_ranges.h"
 #include "base/device.h"
-#include "integration/device_allocator.h"
+#include "base/runtime_check.h"
 #include "engine/kernel_allocator.h"
 #include "engine/tensor_layout.h"
-#include "base/runtime_check.h"
+#include "integration/device_allocator.h"
 
 namespace torch_openreg {
 namespace {
@@ -21,8 +21,8 @@ namespace {
 at::Tensor makeNested(c10::Storage storage, c10::DispatchKey backend, const at::Tensor& layout) {
   const auto* nested = at::native::get_nested_tensor_impl(layout);
   const int64_t elements = static_cast<int64_t>(storage.nbytes() / layout.itemsize());
-  auto buffer = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(backend),
-                                                     layout.dtype());
+  auto buffer = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
+                                                     c10::DispatchKeySet(backend), layout.dtype());
   buffer->set_sizes_contiguous({elements});
   return at::detail::make_tensor<at::native::NestedTensorImpl>(
       at::Tensor(std::move(buffer)), nested->get_nested_sizes(), nested->get_nested_strides(),
@@ -39,12 +39,13 @@ at::Tensor makeLike(c10::Storage storage, c10::DispatchKey backend, const at::Te
 // outside the allocation).
 void checkStorageCovers(const at::Tensor& tensor) {
   if (tensor.is_nested() || tensor.numel() == 0) return;
-  const size_t needed = at::detail::computeStorageNbytes(tensor.sizes(), tensor.strides(),
-                                                         tensor.itemsize(), tensor.storage_offset());
+  const size_t needed = at::detail::computeStorageNbytes(
+      tensor.sizes(), tensor.strides(), tensor.itemsize(), tensor.storage_offset());
   const size_t available = tensor.storage().nbytes();
   TORCH_CHECK(needed <= available, "openreg: this tensor of shape ", tensor.sizes(), " and dtype ",
-              tensor.scalar_type(), " needs ", needed, " bytes of storage, but its storage holds only ",
-              available, " bytes (was it resized with untyped_storage().resize_()?); resize the tensor "
+              tensor.scalar_type(), " needs ", needed,
+              " bytes of storage, but its storage holds only ", available,
+              " bytes (was it resized with untyped_storage().resize_()?); resize the tensor "
               "with tensor.resize_() or give it a storage large enough");
 }
 
@@ -72,7 +73,8 @@ at::Tensor KernelContext::alias(const at::Tensor& tensor) {
               "openreg supports strided, nested and sparse tensors only, got ", tensor.layout());
   if (at::Tensor* cached = aliasOfTensor_.find(tensor.unsafeGetTensorImpl())) return *cached;
   checkStorageCovers(tensor);
-  at::Tensor created = makeLike(aliasStorage(tensor.storage()).alias, c10::DispatchKey::CPU, tensor);
+  at::Tensor created =
+      makeLike(aliasStorage(tensor.storage()).alias, c10::DispatchKey::CPU, tensor);
   return aliasOfTensor_.insert(tensor.unsafeGetTensorImpl(), std::move(created));
 }
 
@@ -107,7 +109,8 @@ at::Tensor KernelContext::adopt(const at::Tensor& result) {
   if (isSparse(result)) return adoptSparse(result);
   TORCH_CHECK(result.layout() == c10::kStrided || result.is_nested(),
               "openreg supports strided, nested and sparse tensors only; this operation produced "
-              "a ", result.layout(), " tensor. Run it on the CPU instead (tensor.cpu()).");
+              "a ",
+              result.layout(), " tensor. Run it on the CPU instead (tensor.cpu()).");
   const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
   if (const c10::StorageImpl** original = originalOfAlias_.find(storage)) {
     return viewOf(byOriginal_.find(*original)->original, result);
@@ -142,4 +145,3 @@ void KernelContext::writeBack(const at::Tensor& original) {
 }
 
 }  // namespace torch_openreg
-

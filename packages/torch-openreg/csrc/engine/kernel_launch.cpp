@@ -2,9 +2,9 @@
 #include "engine/kernel_launch.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <Python.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
-#include <Python.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -15,12 +15,12 @@
 
 #include "base/debug_modes.h"
 #include "base/device.h"
+#include "base/device_activity.h"
 #include "base/environment.h"
 #include "base/kernel_thread.h"
-#include "base/device_activity.h"
+#include "base/runtime_check.h"
 #include "engine/kernel_allocator.h"
 #include "engine/race_detector.h"
-#include "base/runtime_check.h"
 #include "integration/stream.h"
 #include "memory/block_pool.h"
 

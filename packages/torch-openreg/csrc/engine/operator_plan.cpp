@@ -59,8 +59,8 @@ bool describeResults(const c10::FunctionSchema& schema, const torch::jit::Stack&
       if (output.defined() && output.layout() != c10::kStrided) return false;  // e.g. to_sparse()
       if (output.defined()) {
         const c10::StorageImpl* storage = output.storage().unsafeGetStorageImpl();
-        const bool shared =
-            std::find(outputStorages.begin(), outputStorages.end(), storage) != outputStorages.end();
+        const bool shared = std::find(outputStorages.begin(), outputStorages.end(), storage) !=
+                            outputStorages.end();
         if (shadows.aliasesShadow(output) || shared) return false;
         outputStorages.push_back(storage);
       }
@@ -72,7 +72,8 @@ bool describeResults(const c10::FunctionSchema& schema, const torch::jit::Stack&
 }
 
 // out= arguments the meta kernel resized.
-void describeArgumentLayouts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> arguments,
+void describeArgumentLayouts(const c10::FunctionSchema& schema,
+                             c10::ArrayRef<c10::IValue> arguments,
                              c10::ArrayRef<c10::IValue> shadowed, Plan& plan) {
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (!isMutable(schema.arguments()[i]) || !arguments[i].isTensor()) continue;
@@ -91,7 +92,8 @@ bool mutatesArguments(const c10::FunctionSchema& schema) {
 
 }  // namespace
 
-void planOperatorOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments, Plan& plan) {
+void planOperatorOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
+                        Plan& plan) {
   // Nested and sparse kernels run synchronously: their results' members and
   // sizes depend on the data (and few have meta kernels).
   if (hasNestedTensor(arguments) || hasSparseTensor(arguments)) return plan.makeSynchronous();

@@ -15,7 +15,8 @@
 namespace torch_openreg {
 
 // Fills `plan` for calling `op` with `arguments` (see MetaPlanner).
-void planOperatorOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments, Plan& plan);
+void planOperatorOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
+                        Plan& plan);
 
 // The plan for calling `op` with `arguments` (cached; see plan.h).
 PlanTicket planOperatorCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments);

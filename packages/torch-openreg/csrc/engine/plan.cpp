@@ -234,7 +234,8 @@ void confirmPlan(const PlanTicket& ticket, c10::ArrayRef<c10::IValue> results,
     if (expected.mutatedArgument >= 0) continue;
     faithful = resultAgrees(expected, results[i]);
     // Later calls allocate with the CPU kernel's strides (memory format).
-    if (faithful && expected.layout.defined) expected.layout = TensorLayout::of(results[i].toTensor());
+    if (faithful && expected.layout.defined)
+      expected.layout = TensorLayout::of(results[i].toTensor());
   }
   // What the CPU kernel did to its mutable arguments is what later calls do.
   plan.argumentLayouts = std::move(changedArguments);

@@ -54,7 +54,9 @@ class PlanKey {
   // are planned and confirmed anew every time (that is, run synchronously).
   bool cacheable() const { return cacheable_; }
   size_t hash() const { return hash_; }
-  bool operator==(const PlanKey& other) const { return hash_ == other.hash_ && parts_ == other.parts_; }
+  bool operator==(const PlanKey& other) const {
+    return hash_ == other.hash_ && parts_ == other.parts_;
+  }
 
  private:
   class Builder;

@@ -8,9 +8,9 @@
 #include "engine/race_detector.h"
 
 #include <Python.h>
-#include <frameobject.h>
-
 #include <c10/util/Exception.h>
+
+#include <frameobject.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -93,7 +93,8 @@ bool isLibraryFile(const std::string& file) {
 // The innermost frames outside torch and torch_openreg, outermost first, as
 // a traceback prints them.
 std::string formatStack(const PythonStack& stack, const char* indent) {
-  if (stack.frames.empty()) return std::string(indent) + "(launched outside Python code, e.g. by autograd's backward)\n";
+  if (stack.frames.empty())
+    return std::string(indent) + "(launched outside Python code, e.g. by autograd's backward)\n";
   struct Line {
     std::string file, function;
     int line;
@@ -115,8 +116,8 @@ std::string formatStack(const PythonStack& stack, const char* indent) {
   if (shown.empty()) shown.push_back(&lines.front());
   std::ostringstream text;
   for (auto it = shown.rbegin(); it != shown.rend(); ++it) {
-    text << indent << "File \"" << (*it)->file << "\", line " << (*it)->line << ", in " << (*it)->function
-         << "\n";
+    text << indent << "File \"" << (*it)->file << "\", line " << (*it)->line << ", in "
+         << (*it)->function << "\n";
   }
   return text.str();
 }
@@ -164,15 +165,16 @@ bool overlaps(uintptr_t aBegin, uintptr_t aEnd, uintptr_t bBegin, uintptr_t bEnd
 
 std::string describeStream(const c10::Stream& stream) {
   std::ostringstream text;
-  text << (stream.id() == 0 ? "the default stream" : "stream " + std::to_string(stream.id())) << " of openreg:"
-       << static_cast<int>(stream.device_index());
+  text << (stream.id() == 0 ? "the default stream" : "stream " + std::to_string(stream.id()))
+       << " of openreg:" << static_cast<int>(stream.device_index());
   return text.str();
 }
 
 // How the user's code can name a stream: the default stream by its
 // accessor, others by the role they play in the fix.
 std::string pythonName(const c10::Stream& stream, const char* role) {
-  if (stream.id() == 0) return "torch.openreg.default_stream(" + std::to_string(stream.device_index()) + ")";
+  if (stream.id() == 0)
+    return "torch.openreg.default_stream(" + std::to_string(stream.device_index()) + ")";
   return std::string(role);
 }
 
@@ -197,9 +199,10 @@ constexpr size_t kFreedLimit = 4096;      // freed allocations remembered
 
 class RaceDetector final : public StreamOrderObserver {
  public:
-  void check(const std::string& operation, const c10::Stream& stream, c10::ArrayRef<at::Tensor> reads,
-             c10::ArrayRef<at::Tensor> writes);
-  void recordResults(const std::string& operation, const c10::Stream& stream, c10::ArrayRef<at::Tensor> writes);
+  void check(const std::string& operation, const c10::Stream& stream,
+             c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes);
+  void recordResults(const std::string& operation, const c10::Stream& stream,
+                     c10::ArrayRef<at::Tensor> writes);
   void streamWaited(const c10::Stream& waiter, const c10::Stream& producer);
 
   void eventRecorded(const void* event, const c10::Stream& stream) override;
@@ -291,7 +294,8 @@ Allocation& RaceDetector::allocationOf(const at::Tensor& tensor) {
   return adopt(begin, begin + tensor.storage().nbytes());
 }
 
-void RaceDetector::access(Allocation& allocation, Access current, std::vector<PendingReport>& found) {
+void RaceDetector::access(Allocation& allocation, Access current,
+                          std::vector<PendingReport>& found) {
   forget(allocation.history);
   for (const Access& previous : allocation.history) {
     if (!(previous.write || current.write)) continue;
@@ -323,7 +327,8 @@ std::pair<uintptr_t, uintptr_t> byteRange(const at::Tensor& tensor) {
   const auto itemSize = static_cast<uintptr_t>(tensor.element_size());
   uintptr_t extent = 1;
   for (int64_t d = 0; d < tensor.dim(); ++d) {
-    extent += static_cast<uintptr_t>(tensor.size(d) - 1) * static_cast<uintptr_t>(std::abs(tensor.stride(d)));
+    extent += static_cast<uintptr_t>(tensor.size(d) - 1) *
+              static_cast<uintptr_t>(std::abs(tensor.stride(d)));
   }
   const uintptr_t begin = base + static_cast<uintptr_t>(tensor.storage_offset()) * itemSize;
   return {begin, begin + extent * itemSize};
@@ -336,8 +341,8 @@ bool tracked(const at::Tensor& tensor) {
          tensor.storage().data() != nullptr && tensor.numel() > 0;
 }
 
-void RaceDetector::check(const std::string& operation, const c10::Stream& stream, c10::ArrayRef<at::Tensor> reads,
-                         c10::ArrayRef<at::Tensor> writes) {
+void RaceDetector::check(const std::string& operation, const c10::Stream& stream,
+                         c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes) {
   auto launch = std::make_shared<Launch>(Launch{operation, stream, captureStack()});
   std::vector<PendingReport> found;
   {
@@ -351,8 +356,9 @@ void RaceDetector::check(const std::string& operation, const c10::Stream& stream
     auto visit = [&](const at::Tensor& tensor, bool write) {
       if (!tracked(tensor)) return;
       const auto [begin, end] = byteRange(tensor);
-      access(allocationOf(tensor), Access{index, step, begin, end, write, false, launch, sizesOf(tensor),
-                                          tensor.scalar_type()},
+      access(allocationOf(tensor),
+             Access{index, step, begin, end, write, false, launch, sizesOf(tensor),
+                    tensor.scalar_type()},
              found);
     };
     for (const at::Tensor& tensor : writes) visit(tensor, true);
@@ -373,7 +379,9 @@ void RaceDetector::recordResults(const std::string& operation, const c10::Stream
       if (!tracked(tensor)) continue;
       const auto [begin, end] = byteRange(tensor);
       access(allocationOf(tensor),
-             Access{index, step, begin, end, true, false, launch, sizesOf(tensor), tensor.scalar_type()}, found);
+             Access{index, step, begin, end, true, false, launch, sizesOf(tensor),
+                    tensor.scalar_type()},
+             found);
     }
   }
   publish(found);
@@ -382,43 +390,52 @@ void RaceDetector::recordResults(const std::string& operation, const c10::Stream
 std::string RaceDetector::format(const PendingReport& report) {
   const Access& now = report.current;
   const Access& before = report.previous;
-  const char* kind = now.write ? (before.write ? "write-after-write" : "write-after-read") : "read-after-write";
+  const char* kind =
+      now.write ? (before.write ? "write-after-write" : "write-after-read") : "read-after-write";
   const std::string nowStream = describeStream(now.launch->stream);
   const std::string beforeStream = describeStream(before.launch->stream);
   std::ostringstream text;
   if (before.ofFreedTensor) {
     text << "openreg stream race (memory freed while in use): a tensor used on " << beforeStream
-         << " was freed while that work could still run, and its memory was handed out again to a tensor "
+         << " was freed while that work could still run, and its memory was handed out again to a "
+            "tensor "
             "used on "
          << nowStream << ".\n";
   } else {
     text << "openreg stream race (" << kind << "): " << nowStream << " and " << beforeStream
          << " use the same memory without waiting for each other.\n";
   }
-  text << "  tensor: " << describeTensor(now.sizes, now.dtype) << ", device openreg:"
-       << static_cast<int>(now.launch->stream.device_index()) << ", allocation 0x" << std::hex
-       << report.allocationBegin << std::dec << " (" << (report.allocationEnd - report.allocationBegin)
-       << " bytes)\n";
-  text << "  this access: " << now.launch->operation << (now.write ? " writes" : " reads") << " it on "
-       << nowStream << ", launched at\n"
+  text << "  tensor: " << describeTensor(now.sizes, now.dtype)
+       << ", device openreg:" << static_cast<int>(now.launch->stream.device_index())
+       << ", allocation 0x" << std::hex << report.allocationBegin << std::dec << " ("
+       << (report.allocationEnd - report.allocationBegin) << " bytes)\n";
+  text << "  this access: " << now.launch->operation << (now.write ? " writes" : " reads")
+       << " it on " << nowStream << ", launched at\n"
        << formatStack(*now.launch->stack, "    ");
   text << "  previous access: " << before.launch->operation << (before.write ? " wrote " : " read ")
-       << (before.ofFreedTensor ? "the freed tensor (" + describeTensor(before.sizes, before.dtype) + ")" : "it")
+       << (before.ofFreedTensor
+               ? "the freed tensor (" + describeTensor(before.sizes, before.dtype) + ")"
+               : "it")
        << " on " << beforeStream << ", launched at\n"
        << formatStack(*before.launch->stack, "    ");
   const std::string waiter = pythonName(now.launch->stream, "waiter");
   const std::string producer = pythonName(before.launch->stream, "producer");
   if (before.ofFreedTensor) {
-    text << "  fix: call tensor.record_stream(s) on the freed tensor for the stream s it was used on ("
-         << beforeStream << ") before it is freed, so its memory is reused only after that work; or "
+    text << "  fix: call tensor.record_stream(s) on the freed tensor for the stream s it was used "
+            "on ("
+         << beforeStream
+         << ") before it is freed, so its memory is reused only after that work; or "
          << "synchronize that stream (s.synchronize()) before `del`.";
   } else {
     text << "  fix: before this call, make " << nowStream << " wait for " << beforeStream << ": "
          << waiter << ".wait_stream(" << producer << ")"
          << (now.launch->stream.id() == 0 ? "" : " (the waiter is the stream current at this call)")
-         << (before.launch->stream.id() == 0 ? "" : " (the producer is the stream current at the previous access)")
+         << (before.launch->stream.id() == 0
+                 ? ""
+                 : " (the producer is the stream current at the previous access)")
          << "; or record an Event on the producer and " << waiter
-         << ".wait_event(event); or synchronize the producer first (" << producer << ".synchronize()).";
+         << ".wait_event(event); or synchronize the producer first (" << producer
+         << ".synchronize()).";
   }
   return text.str();
 }
@@ -437,8 +454,9 @@ void RaceDetector::publish(std::vector<PendingReport>& found) {
     if (first.empty()) first = text;
     // Verbatim: the report already says where; no C++ source location appended.
     if (!raceErrorsRaise()) {
-      c10::warn(c10::Warning(c10::Warning::UserWarning(), c10::SourceLocation{__func__, __FILE__, __LINE__},
-                             text, /*verbatim=*/true));
+      c10::warn(c10::Warning(c10::Warning::UserWarning(),
+                             c10::SourceLocation{__func__, __FILE__, __LINE__}, text,
+                             /*verbatim=*/true));
     }
   }
   found.clear();
@@ -562,13 +580,14 @@ RaceDetector& detector() {
 
 }  // namespace
 
-void checkLaunch(const std::string& operation, const c10::Stream& stream, c10::ArrayRef<at::Tensor> reads,
-                 c10::ArrayRef<at::Tensor> writes) {
+void checkLaunch(const std::string& operation, const c10::Stream& stream,
+                 c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes) {
   if (insideKernel()) return;
   detector().check(operation, stream, reads, writes);
 }
 
-void recordResults(const std::string& operation, const c10::Stream& stream, c10::ArrayRef<at::Tensor> writes) {
+void recordResults(const std::string& operation, const c10::Stream& stream,
+                   c10::ArrayRef<at::Tensor> writes) {
   if (insideKernel()) return;
   detector().recordResults(operation, stream, writes);
 }

@@ -15,7 +15,8 @@ namespace {
 
 at::Tensor makeTensor(c10::Storage storage, c10::DispatchKey key, caffe2::TypeMeta dtype,
                       c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t storageOffset) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key), dtype);
+  auto impl =
+      c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key), dtype);
   impl->set_sizes_and_strides(sizes, strides, storageOffset);
   return at::Tensor(std::move(impl));
 }
@@ -34,13 +35,13 @@ TensorLayout TensorLayout::of(const at::Tensor& tensor) {
 }
 
 bool TensorLayout::matches(const at::Tensor& tensor) const {
-  return tensor.sizes() == c10::IntArrayRef(sizes) && tensor.strides() == c10::IntArrayRef(strides) &&
-         tensor.storage_offset() == storageOffset;
+  return tensor.sizes() == c10::IntArrayRef(sizes) &&
+         tensor.strides() == c10::IntArrayRef(strides) && tensor.storage_offset() == storageOffset;
 }
 
 at::Tensor tensorOver(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
-  at::Tensor tensor = makeTensor(std::move(storage), key, like.dtype(), like.sizes(), like.strides(),
-                                 like.storage_offset());
+  at::Tensor tensor = makeTensor(std::move(storage), key, like.dtype(), like.sizes(),
+                                 like.strides(), like.storage_offset());
   tensor.unsafeGetTensorImpl()->_set_conj(like.is_conj());
   tensor.unsafeGetTensorImpl()->_set_neg(like.is_neg());
   return tensor;
@@ -54,9 +55,10 @@ at::Tensor tensorOver(c10::Storage storage, c10::DispatchKey key, const TensorLa
 at::Tensor emptyWithLayout(const TensorLayout& layout, const LaunchContext& context) {
   if (!layout.defined) return at::Tensor();
   // Like empty_strided: a fresh storage starts at offset 0.
-  const size_t bytes =
-      at::detail::computeStorageNbytes(layout.sizes, layout.strides, c10::elementSize(layout.dtype));
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, deviceAllocator().allocateOn(context.device, bytes, context.handle),
+  const size_t bytes = at::detail::computeStorageNbytes(layout.sizes, layout.strides,
+                                                        c10::elementSize(layout.dtype));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
+                       deviceAllocator().allocateOn(context.device, bytes, context.handle),
                        &deviceAllocator(), /*resizable=*/true);
   return makeTensor(std::move(storage), c10::DispatchKey::PrivateUse1,
                     c10::scalarTypeToTypeMeta(layout.dtype), layout.sizes, layout.strides, 0);

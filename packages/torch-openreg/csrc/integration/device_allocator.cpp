@@ -13,9 +13,9 @@
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/kernel_thread.h"
-#include "memory/block_pool.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
+#include "memory/block_pool.h"
 
 namespace torch_openreg {
 namespace {
@@ -50,17 +50,21 @@ c10::DataPtr dataPtrOf(Block* block) {
 
 }  // namespace
 
-c10::DataPtr DeviceAllocator::allocate(size_t nbytes) { return allocateOn(currentDevice(), nbytes); }
+c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
+  return allocateOn(currentDevice(), nbytes);
+}
 
 c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes) {
   if (nbytes == 0) return c10::DataPtr(nullptr, openregDevice(device));
   return allocateOn(device, nbytes, nativeHandle(currentStream(device)));
 }
 
-c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes, orStream_t stream) {
+c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes,
+                                         orStream_t stream) {
   if (nbytes == 0) return c10::DataPtr(nullptr, openregDevice(device));
   Block* block = blockPool(device).allocate(nbytes, stream);
-  if (!insideKernel()) notifyStreamOrder(&StreamOrderObserver::memoryAllocated, block->pointer, block->size);
+  if (!insideKernel())
+    notifyStreamOrder(&StreamOrderObserver::memoryAllocated, block->pointer, block->size);
   return dataPtrOf(block);
 }
 

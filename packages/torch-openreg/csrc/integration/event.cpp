@@ -17,7 +17,8 @@ void recordEvent(void** event, const c10::Stream& stream, c10::EventFlag flag) {
   if (*event == nullptr) {
     DeviceScope scope(stream.device_index());
     // As in CUDA, BACKEND_DEFAULT events time; PYTORCH_DEFAULT ones do not.
-    const unsigned flags = flag == c10::EventFlag::BACKEND_DEFAULT ? orEventDefault : orEventDisableTiming;
+    const unsigned flags =
+        flag == c10::EventFlag::BACKEND_DEFAULT ? orEventDefault : orEventDisableTiming;
     orEvent_t created = nullptr;
     OPENREG_CHECK(orEventCreateWithFlags(&created, flags));
     *event = created;

@@ -5,9 +5,9 @@
 
 #include "base/debug_modes.h"
 #include "base/device.h"
+#include "base/runtime_check.h"
 #include "integration/device_allocator.h"
 #include "integration/event.h"
-#include "base/runtime_check.h"
 #include "integration/stream.h"
 
 namespace torch_openreg {
@@ -82,9 +82,13 @@ c10::Stream GuardImpl::exchangeStream(c10::Stream stream) const {
   return torch_openreg::exchangeStream(stream);
 }
 
-void* GuardImpl::getStreamNativeHandle(const c10::Stream stream) const { return nativeHandle(stream); }
+void* GuardImpl::getStreamNativeHandle(const c10::Stream stream) const {
+  return nativeHandle(stream);
+}
 
-bool GuardImpl::queryStream(const c10::Stream& stream) const { return torch_openreg::queryStream(stream); }
+bool GuardImpl::queryStream(const c10::Stream& stream) const {
+  return torch_openreg::queryStream(stream);
+}
 
 void GuardImpl::synchronizeStream(const c10::Stream& stream) const {
   torch_openreg::synchronizeStream(stream);
@@ -111,7 +115,8 @@ bool GuardImpl::queryEvent(void* event) const { return torch_openreg::queryEvent
 
 void GuardImpl::synchronizeEvent(void* event) const { torch_openreg::synchronizeEvent(event); }
 
-double GuardImpl::elapsedTime(void* start, void* end, const c10::DeviceIndex /*deviceIndex*/) const {
+double GuardImpl::elapsedTime(void* start, void* end,
+                              const c10::DeviceIndex /*deviceIndex*/) const {
   return elapsedMilliseconds(start, end);
 }
 
@@ -119,7 +124,8 @@ void GuardImpl::destroyEvent(void* event, const c10::DeviceIndex /*deviceIndex*/
   torch_openreg::destroyEvent(event);
 }
 
-void GuardImpl::recordDataPtrOnStream(const c10::DataPtr& dataPtr, const c10::Stream& stream) const {
+void GuardImpl::recordDataPtrOnStream(const c10::DataPtr& dataPtr,
+                                      const c10::Stream& stream) const {
   deviceAllocator().recordStream(dataPtr, stream);
 }
 

@@ -23,7 +23,8 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::Stream getStream(c10::Device device) const override;
   c10::Stream getDefaultStream(c10::Device device) const override;
-  c10::Stream getStreamFromGlobalPool(c10::Device device, bool isHighPriority = false) const override;
+  c10::Stream getStreamFromGlobalPool(c10::Device device,
+                                      bool isHighPriority = false) const override;
   c10::Stream getNewStream(c10::Device device, int priority = 0) const override;
   c10::Stream exchangeStream(c10::Stream stream) const override;
   void* getStreamNativeHandle(const c10::Stream stream) const override;

@@ -5,9 +5,9 @@
 
 #include "base/address_ranges.h"
 #include "base/device.h"
+#include "base/runtime_check.h"
 #include "integration/generator.h"
 #include "integration/host_allocator.h"
-#include "base/runtime_check.h"
 #include "integration/storage_resize.h"
 
 namespace torch_openreg {
@@ -24,7 +24,9 @@ void Hooks::init() const {
 
 c10::DeviceIndex Hooks::deviceCount() const { return torch_openreg::deviceCount(); }
 
-void Hooks::setCurrentDevice(c10::DeviceIndex device) const { torch_openreg::setCurrentDevice(device); }
+void Hooks::setCurrentDevice(c10::DeviceIndex device) const {
+  torch_openreg::setCurrentDevice(device);
+}
 
 c10::DeviceIndex Hooks::getCurrentDevice() const { return currentDevice(); }
 

@@ -59,7 +59,8 @@ struct Ring {
   }
   std::vector<const Entry*> inOrder() const {
     std::vector<const Entry*> ordered;
-    for (size_t i = 0; i < entries.size(); ++i) ordered.push_back(&entries[(next + i) % entries.size()]);
+    for (size_t i = 0; i < entries.size(); ++i)
+      ordered.push_back(&entries[(next + i) % entries.size()]);
     return ordered;
   }
 };
@@ -101,9 +102,9 @@ void reportToProfiler(const PoolEvent& event) {
   if (event.action != PoolAction::Alloc && event.action != PoolAction::Free) return;
   if (!c10::memoryProfilingEnabled()) return;
   const auto bytes = static_cast<int64_t>(event.size);
-  c10::reportMemoryUsageToProfiler(event.address, event.action == PoolAction::Alloc ? bytes : -bytes,
-                                   event.allocatedBytes, event.reservedBytes,
-                                   c10::Device(c10::DeviceType::PrivateUse1, event.device));
+  c10::reportMemoryUsageToProfiler(
+      event.address, event.action == PoolAction::Alloc ? bytes : -bytes, event.allocatedBytes,
+      event.reservedBytes, c10::Device(c10::DeviceType::PrivateUse1, event.device));
 }
 
 size_t deviceFreeBytes(c10::DeviceIndex device) {
@@ -117,7 +118,8 @@ void recordEntry(const PoolEvent& event, const Context& frames) {
   History& state = history();
   std::lock_guard<std::mutex> lock(state.mutex);
   if (!state.settings.enabled) return;
-  if (event.action == PoolAction::Alloc && frames != nullptr) state.liveFrames[event.address] = frames;
+  if (event.action == PoolAction::Alloc && frames != nullptr)
+    state.liveFrames[event.address] = frames;
   if (event.action == PoolAction::Free) state.liveFrames.erase(event.address);
   if (!state.settings.keepTrace || state.settings.maxEntries == 0) return;
   const size_t deviceFree =
@@ -292,7 +294,8 @@ py::dict memorySnapshot() {
   }
   for (c10::DeviceIndex device = 0; device < deviceCount(); ++device) {
     if (deviceUsed(device)) {
-      for (const auto& segment : segmentsOf(device, table, pending, liveFrames)) segments.append(segment);
+      for (const auto& segment : segmentsOf(device, table, pending, liveFrames))
+        segments.append(segment);
     }
     traces.append(traceOf(rings[device], table, pending));
   }

@@ -32,8 +32,8 @@
 #include <utility>
 
 #include "base/address_ranges.h"
-#include "base/device_activity.h"
 #include "base/device.h"
+#include "base/device_activity.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
 
@@ -242,8 +242,8 @@ class OpenRegWork final : public c10d::Work {
     auto self = c10::intrusive_ptr<OpenRegWork>::reclaim_copy(this);
     DeviceActivityKindScope profiledAs(ActivityKind::Collective, "orgloo wait");
     LaunchRecording recording(stream);
-    OPENREG_CHECK(openreg::launchHostFunc(
-        nativeHandle(stream), [self, activity = recording.takeShared()] {
+    OPENREG_CHECK(
+        openreg::launchHostFunc(nativeHandle(stream), [self, activity = recording.takeShared()] {
           DeviceActivityTiming timing(activity);
           self->waitOnWorker();
         }));
@@ -284,7 +284,8 @@ class GlooView {
   at::Tensor of(const at::Tensor& tensor) const {
     if (!device_ || tensor.device().type() != c10::DeviceType::PrivateUse1) return tensor;
     const c10::Storage& original = tensor.storage();
-    void* kernelData = original.data() == nullptr ? nullptr : toKernelView(original.data(), *device_);
+    void* kernelData =
+        original.data() == nullptr ? nullptr : toKernelView(original.data(), *device_);
     c10::Storage storage(c10::Storage::use_byte_size_t(), original.nbytes(),
                          c10::DataPtr(kernelData, c10::Device(c10::DeviceType::CPU)),
                          /*allocator=*/nullptr, /*resizable=*/false);
@@ -365,8 +366,8 @@ struct ProcessGroupOpenReg::Engine : std::enable_shared_from_this<Engine> {
         try {
           glooWork = call(*gloo);
         } catch (...) {  // Gloo refused the arguments: only this collective fails
-          refused = distError(prefix() + work->description() + " failed: " +
-                              messageOf(std::current_exception()));
+          refused = distError(prefix() + work->description() +
+                              " failed: " + messageOf(std::current_exception()));
         }
       }
       ++issued;
@@ -377,8 +378,8 @@ struct ProcessGroupOpenReg::Engine : std::enable_shared_from_this<Engine> {
       try {
         watch(work, glooWork);
       } catch (...) {
-        refused = distError(prefix() + work->description() + " failed: " +
-                            messageOf(std::current_exception()));
+        refused = distError(prefix() + work->description() +
+                            " failed: " + messageOf(std::current_exception()));
       }
     }
     if (refused) complete(work, refused);
@@ -457,15 +458,14 @@ Placement placementOf(const std::string& what, const std::vector<at::Tensor>& te
   std::optional<c10::Device> openreg;
   bool cpu = false;
   for (const at::Tensor& tensor : tensors) {
-    TORCH_CHECK(tensor.defined(), kProcessGroupBackendName, ": ", what,
-                " got an undefined tensor");
+    TORCH_CHECK(tensor.defined(), kProcessGroupBackendName, ": ", what, " got an undefined tensor");
     const c10::Device device = tensor.device();
     if (device.is_cpu()) {
       cpu = true;
       continue;
     }
-    TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, kProcessGroupBackendName, ": ",
-                what, " supports openreg and CPU tensors, got a tensor on ", device);
+    TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, kProcessGroupBackendName, ": ", what,
+                " supports openreg and CPU tensors, got a tensor on ", device);
     TORCH_CHECK(!openreg || *openreg == device, kProcessGroupBackendName, ": ", what,
                 " got tensors on ", *openreg, " and ", device,
                 "; every tensor of one call must be on the same device");
@@ -476,8 +476,8 @@ Placement placementOf(const std::string& what, const std::vector<at::Tensor>& te
                 tensor.sizes(), " with strides ", tensor.strides(), "; pass tensor.contiguous()");
     openreg = device;
   }
-  TORCH_CHECK(!(openreg && cpu), kProcessGroupBackendName, ": ", what, " got tensors on ",
-              *openreg, " and on the CPU; every tensor of one call must be on the same device");
+  TORCH_CHECK(!(openreg && cpu), kProcessGroupBackendName, ": ", what, " got tensors on ", *openreg,
+              " and on the CPU; every tensor of one call must be on the same device");
   if (openreg) return Placement{openreg->index()};
   return Placement{};
 }
@@ -485,8 +485,8 @@ Placement placementOf(const std::string& what, const std::vector<at::Tensor>& te
 }  // namespace
 
 // ---- The backend ------------------------------------------------------------------------
-ProcessGroupOpenReg::ProcessGroupOpenReg(c10::intrusive_ptr<c10d::Backend> gloo, int rank,
-                                         int size, std::optional<c10::DeviceIndex> device,
+ProcessGroupOpenReg::ProcessGroupOpenReg(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size,
+                                         std::optional<c10::DeviceIndex> device,
                                          std::chrono::milliseconds timeout)
     : c10d::Backend(rank, size),
       gloo_(std::move(gloo)),
@@ -625,8 +625,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::reduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::ReduceOptions& opts) {
-  return launch(*engine_, *gloo_, {c10d::OpType::REDUCE, "reduce", tensors, tensors},
-                std::nullopt, [&](GlooView& view) -> GlooCall {
+  return launch(*engine_, *gloo_, {c10d::OpType::REDUCE, "reduce", tensors, tensors}, std::nullopt,
+                [&](GlooView& view) -> GlooCall {
                   return [tensors = view.of(tensors), opts](c10d::Backend& gloo) mutable {
                     return gloo.reduce(tensors, opts);
                   };
@@ -657,14 +657,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::all_gather_single(
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), kProcessGroupBackendName,
               ": all_gather_into_tensor needs input and output of one dtype, got ",
               input.scalar_type(), " and ", output.scalar_type());
-  return launch(*engine_, *gloo_,
-                {c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output, input}, {output}},
-                std::nullopt, [&](GlooView& view) -> GlooCall {
-                  return [output = view.of(output), input = view.of(input),
-                          opts](c10d::Backend& gloo) mutable {
-                    return gloo.all_gather_single(output, input, opts);
-                  };
-                });
+  return launch(
+      *engine_, *gloo_,
+      {c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output, input}, {output}},
+      std::nullopt, [&](GlooView& view) -> GlooCall {
+        return
+            [output = view.of(output), input = view.of(input), opts](c10d::Backend& gloo) mutable {
+              return gloo.all_gather_single(output, input, opts);
+            };
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::allgather_coalesced(
@@ -690,8 +691,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::all_gather_single_coalesced(
   std::vector<at::Tensor> all = inputs;
   collect(all, outputs);
   return launch(*engine_, *gloo_,
-                {c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED,
-                 "all_gather_into_tensor_coalesced", all, outputs},
+                {c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, "all_gather_into_tensor_coalesced",
+                 all, outputs},
                 std::nullopt, [&](GlooView& view) -> GlooCall {
                   return [outputs = view.of(outputs), inputs = view.of(inputs),
                           opts](c10d::Backend& gloo) mutable {
@@ -752,15 +753,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::reduce_scatter_single(
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), kProcessGroupBackendName,
               ": reduce_scatter_tensor needs input and output of one dtype, got ",
               input.scalar_type(), " and ", output.scalar_type());
-  return launch(*engine_, *gloo_,
-                {c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output, input},
-                 {output}},
-                std::nullopt, [&](GlooView& view) -> GlooCall {
-                  return [output = view.of(output), input = view.of(input),
-                          opts](c10d::Backend& gloo) mutable {
-                    return gloo.reduce_scatter_single(output, input, opts);
-                  };
-                });
+  return launch(
+      *engine_, *gloo_,
+      {c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output, input}, {output}},
+      std::nullopt, [&](GlooView& view) -> GlooCall {
+        return
+            [output = view.of(output), input = view.of(input), opts](c10d::Backend& gloo) mutable {
+              return gloo.reduce_scatter_single(output, input, opts);
+            };
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::reduce_scatter_single_coalesced(
@@ -787,8 +788,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::all_to_all_single(
                 std::nullopt, [&](GlooView& view) -> GlooCall {
                   return [output = view.of(output), input = view.of(input), outputSplitSizes,
                           inputSplitSizes, opts](c10d::Backend& gloo) mutable {
-                    return gloo.all_to_all_single(output, input, outputSplitSizes,
-                                                  inputSplitSizes, opts);
+                    return gloo.all_to_all_single(output, input, outputSplitSizes, inputSplitSizes,
+                                                  opts);
                   };
                 });
 }
@@ -842,7 +843,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::recvAnysource(std::vector<at
 // group's device, and its wait() blocks the host (as NCCL's barrier does).
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::barrier(const c10d::BarrierOptions& opts) {
   c10::DeviceIndex device = device_ ? *device_ : currentDevice();
-  if (opts.device && opts.device->type() == c10::DeviceType::PrivateUse1 && opts.device->has_index()) {
+  if (opts.device && opts.device->type() == c10::DeviceType::PrivateUse1 &&
+      opts.device->has_index()) {
     device = opts.device->index();
   }
   CallSpec spec{c10d::OpType::BARRIER, "barrier", {}, {}};

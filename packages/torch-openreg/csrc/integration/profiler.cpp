@@ -20,9 +20,10 @@
 
 #include <Python.h>
 #include <c10/util/ApproximateClock.h>
-#include <libkineto.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 #include <torch/csrc/profiler/stubs/base.h>
+
+#include <libkineto.h>
 #include <unistd.h>
 
 #include <map>
@@ -33,9 +34,9 @@
 #include <vector>
 
 #include "base/device.h"
+#include "base/device_activity.h"
 #include "base/kernel_thread.h"
 #include "base/runtime_check.h"
-#include "base/device_activity.h"
 #include "integration/stream.h"
 
 namespace torch_openreg {
@@ -46,9 +47,8 @@ using libkineto::ActivityType;
 // What openreg produces, among the activity types PyTorch asks for when
 // ProfilerActivity.PrivateUse1 is requested.
 const std::set<ActivityType>& producedActivities() {
-  static const std::set<ActivityType> types{ActivityType::CONCURRENT_KERNEL,
-                                            ActivityType::GPU_MEMCPY,
-                                            ActivityType::PRIVATEUSE1_RUNTIME};
+  static const std::set<ActivityType> types{
+      ActivityType::CONCURRENT_KERNEL, ActivityType::GPU_MEMCPY, ActivityType::PRIVATEUSE1_RUNTIME};
   return types;
 }
 
@@ -107,12 +107,11 @@ class OpenRegSession final : public libkineto::IActivityProfilerSession {
     buffer_->span = libkineto::TraceSpan(startTime, endTime, "openreg");
     buffer_->gpuOpCount = 0;
     for (const DeviceActivity& record : records_) {
-      const ActivityType type = record.host ? ActivityType::PRIVATEUSE1_RUNTIME
-                                            : deviceActivityType(record.kind);
+      const ActivityType type =
+          record.host ? ActivityType::PRIVATEUSE1_RUNTIME : deviceActivityType(record.kind);
       if (types_.count(type) == 0) continue;
-      const auto* op = record.correlation != 0
-                           ? operatorOf(static_cast<int32_t>(record.correlation))
-                           : nullptr;
+      const auto* op =
+          record.correlation != 0 ? operatorOf(static_cast<int32_t>(record.correlation)) : nullptr;
       buffer_->emplace_activity(buffer_->span, type, activityName(record, op));
       auto& activity = libkineto::CpuTraceBuffer::toRef(buffer_->activities.back());
       fill(activity, record, op);
@@ -140,7 +139,9 @@ class OpenRegSession final : public libkineto::IActivityProfilerSession {
     return lanes;
   }
 
-  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override { return std::move(buffer_); }
+  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override {
+    return std::move(buffer_);
+  }
 
   void pushCorrelationId(uint64_t id) override { pushLaunchCorrelation(id); }
   void popCorrelationId() override { popLaunchCorrelation(); }

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <memory>
 
-#include "integration/device_allocator.h"
 #include "base/runtime_check.h"
+#include "integration/device_allocator.h"
 #include "integration/stream.h"
 
 namespace torch_openreg {
@@ -25,7 +25,8 @@ void resizeStorageBytes(c10::StorageImpl* storage, size_t newBytes) {
   // Stream-ordered after the work that wrote the old bytes; the old memory
   // and the storage stay alive until the copy has run.
   orStream_t stream = nativeHandle(currentStream(device));
-  OPENREG_CHECK(orMemcpyAsync(storage->mutable_data(), old.get(), kept, orMemcpyDeviceToDevice, stream));
+  OPENREG_CHECK(
+      orMemcpyAsync(storage->mutable_data(), old.get(), kept, orMemcpyDeviceToDevice, stream));
   auto oldMemory = std::make_shared<c10::DataPtr>(std::move(old));
   c10::Storage keep(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage));
   OPENREG_CHECK(openreg::launchHostFunc(stream, [oldMemory, keep] {}));

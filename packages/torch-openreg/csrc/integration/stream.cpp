@@ -70,11 +70,12 @@ orStream_t poolHandle(c10::DeviceIndex device, int index) {
 }
 
 void checkOpenRegStream(const c10::Stream& stream) {
-  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1, "expected an openreg stream, got a ",
-              stream.device_type(), " stream");
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+              "expected an openreg stream, got a ", stream.device_type(), " stream");
   const PriorityRange range = priorityRange();
   const int64_t poolStreams = (range.least - range.greatest + 1) * kStreamsPerPriority;
-  TORCH_CHECK(stream.id() >= 0 && stream.id() <= poolStreams, "invalid openreg stream id ", stream.id());
+  TORCH_CHECK(stream.id() >= 0 && stream.id() <= poolStreams, "invalid openreg stream id ",
+              stream.id());
   checkedDevice(stream.device_index());
 }
 

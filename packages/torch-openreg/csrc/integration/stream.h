@@ -7,8 +7,9 @@
 // table that could grow.
 #pragma once
 
-#include <c10/core/Stream.h>
 #include <openreg.h>
+
+#include <c10/core/Stream.h>
 
 namespace torch_openreg {
 

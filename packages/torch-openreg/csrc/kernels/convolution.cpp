@@ -35,7 +35,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                        at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                        at::IntArrayRef outputPadding, int64_t groups) {
-  std::vector<int64_t> strides(stride.begin(), stride.end()), paddings(padding.begin(), padding.end());
+  std::vector<int64_t> strides(stride.begin(), stride.end()),
+      paddings(padding.begin(), padding.end());
   std::vector<int64_t> dilations(dilation.begin(), dilation.end());
   std::vector<int64_t> outputPaddings(outputPadding.begin(), outputPadding.end());
   auto forward = [=](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
@@ -43,9 +44,9 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
     return {at::convolution(t[0], t[1], maybeBias, strides, paddings, dilations, transposed,
                             outputPaddings, groups)};
   };
-  return launchFunctional(input.device().index(), {input, weight, bias.value_or(at::Tensor())},
-                          forward, {"convolution", parameters(stride, padding, dilation, transposed,
-                                                              outputPadding, groups)})[0];
+  return launchFunctional(
+      input.device().index(), {input, weight, bias.value_or(at::Tensor())}, forward,
+      {"convolution", parameters(stride, padding, dilation, transposed, outputPadding, groups)})[0];
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
@@ -54,13 +55,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
     at::IntArrayRef outputPadding, int64_t groups, std::array<bool, 3> outputMask) {
   // The bias has one element per output channel.
   const int64_t outputChannels = transposed ? weight.size(1) * groups : weight.size(0);
-  std::vector<int64_t> strides(stride.begin(), stride.end()), paddings(padding.begin(), padding.end());
+  std::vector<int64_t> strides(stride.begin(), stride.end()),
+      paddings(padding.begin(), padding.end());
   std::vector<int64_t> dilations(dilation.begin(), dilation.end());
   std::vector<int64_t> outputPaddings(outputPadding.begin(), outputPadding.end());
   auto backward = [=](const std::vector<at::Tensor>& t) -> std::vector<at::Tensor> {
-    auto [gradInput, gradWeight, gradBias] =
-        at::convolution_backward(t[0], t[1], t[2], std::vector<int64_t>{outputChannels}, strides,
-                                 paddings, dilations, transposed, outputPaddings, groups, outputMask);
+    auto [gradInput, gradWeight, gradBias] = at::convolution_backward(
+        t[0], t[1], t[2], std::vector<int64_t>{outputChannels}, strides, paddings, dilations,
+        transposed, outputPaddings, groups, outputMask);
     return {gradInput, gradWeight, gradBias};
   };
   std::vector<int64_t> signature =

@@ -13,14 +13,14 @@
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
-#include "base/device_activity.h"
-#include "base/sync_debug.h"
 #include "base/debug_modes.h"
-#include "integration/host_allocator.h"
+#include "base/device_activity.h"
+#include "base/runtime_check.h"
+#include "base/sync_debug.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
 #include "engine/race_detector.h"
-#include "base/runtime_check.h"
+#include "integration/host_allocator.h"
 #include "integration/stream.h"
 
 namespace torch_openreg {
@@ -53,7 +53,8 @@ void copyOnDevice(const at::Tensor& source, const at::Tensor& destination, c10::
   const at::Tensor to = context.alias(destination);
   if (waitForIt) {
     runOnDevice(device, [&] { to.copy_(from); });
-    if (checkRaces) hostWaitedFor(currentStream(device));  // a blocking copy synchronizes, as on CUDA
+    if (checkRaces)
+      hostWaitedFor(currentStream(device));  // a blocking copy synchronizes, as on CUDA
   } else {
     launchOnDevice(device, [from, to] { to.copy_(from); });
   }
@@ -107,7 +108,8 @@ at::Scalar localScalarDense(const at::Tensor& self) {
   at::Scalar value;
   const c10::DeviceIndex device = self.device().index();
   const bool checkRaces = debugModeOn(kDebugRaces);
-  if (checkRaces) checkLaunch("aten::_local_scalar_dense (.item())", currentStream(device), {self}, {});
+  if (checkRaces)
+    checkLaunch("aten::_local_scalar_dense (.item())", currentStream(device), {self}, {});
   DeviceActivityKindScope profiledAs(ActivityKind::Memcpy, "Memcpy DtoH");
   runOnDevice(device, [&] {
     KernelContext context(device);

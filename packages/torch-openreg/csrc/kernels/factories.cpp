@@ -33,9 +33,9 @@ at::Tensor empty(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                    c10::dtype_or_default(dtype), memoryFormat);
 }
 
-at::Tensor emptyStrided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
-                        std::optional<c10::Layout> layout, std::optional<c10::Device> device,
-                        std::optional<bool> pinMemory) {
+at::Tensor emptyStrided(at::IntArrayRef size, at::IntArrayRef stride,
+                        std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
+                        std::optional<c10::Device> device, std::optional<bool> pinMemory) {
   checkOptions(layout, pinMemory);
   DeviceScope scope(targetDevice(device));
   return at::detail::empty_strided_generic(size, stride, &deviceAllocator(), kOpenRegKeys,

@@ -20,7 +20,8 @@ namespace {
 
 at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
   const c10::DeviceIndex device = self.device().index();
-  if (debugModeOn(kDebugRaces)) checkLaunch("aten::fill_.Scalar", currentStream(device), {}, {self});
+  if (debugModeOn(kDebugRaces))
+    checkLaunch("aten::fill_.Scalar", currentStream(device), {}, {self});
   const at::Tensor target = KernelContext(device).alias(self);
   launchOnDevice(device, [target, value] { target.fill_(value); });
   return self;
@@ -34,7 +35,8 @@ at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
               ", different from other tensors on ", self.device(),
               " (when checking argument in method fill_)");
   const c10::DeviceIndex device = self.device().index();
-  if (debugModeOn(kDebugRaces)) checkLaunch("aten::fill_.Tensor", currentStream(device), {value}, {self});
+  if (debugModeOn(kDebugRaces))
+    checkLaunch("aten::fill_.Tensor", currentStream(device), {value}, {self});
   KernelContext context(device);
   const at::Tensor target = context.alias(self);
   // A CPU value is read now: the caller may change it before the work runs.

@@ -14,7 +14,8 @@ size_t bytesNeeded(const at::Tensor& tensor) {
   if (tensor.numel() == 0) return 0;
   size_t lastElement = static_cast<size_t>(tensor.storage_offset());
   for (int64_t dim = 0; dim < tensor.dim(); ++dim) {
-    lastElement += static_cast<size_t>(tensor.size(dim) - 1) * static_cast<size_t>(tensor.stride(dim));
+    lastElement +=
+        static_cast<size_t>(tensor.size(dim) - 1) * static_cast<size_t>(tensor.stride(dim));
   }
   return (lastElement + 1) * tensor.itemsize();
 }
@@ -36,7 +37,8 @@ void checkStorage(const at::Tensor& self, const c10::Storage& storage) {
 const at::Tensor& resize(const at::Tensor& self, at::IntArrayRef size,
                          std::optional<c10::MemoryFormat> memoryFormat) {
   for (int64_t length : size) {
-    TORCH_CHECK(length >= 0, "Trying to create tensor with negative dimension ", length, ": ", size);
+    TORCH_CHECK(length >= 0, "Trying to create tensor with negative dimension ", length, ": ",
+                size);
   }
   // The CPU's rules: the same sizes keep the strides (a channels_last tensor
   // stays so); new sizes are contiguous; an explicit format then restrides,

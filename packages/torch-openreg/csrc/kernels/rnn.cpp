@@ -100,10 +100,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstmCellBackward(
     const std::optional<at::Tensor>& gradHy, const std::optional<at::Tensor>& gradCy,
     const at::Tensor& cx, const at::Tensor& cy, const at::Tensor& workspace, bool hasBias) {
   if (!orUndefined(gradHy).defined() && !orUndefined(gradCy).defined()) return {};
-  Tensors out = launchFunctional(
-      workspace.device().index(), {orUndefined(gradHy), orUndefined(gradCy), cx, cy, workspace},
-      [hasBias](const Tensors& t) { return lstmBackward(t, hasBias); },
-      {"lstm_cell_backward", {hasBias}});
+  Tensors out = launchFunctional(workspace.device().index(),
+                                 {orUndefined(gradHy), orUndefined(gradCy), cx, cy, workspace},
+                                 [hasBias](const Tensors& t) { return lstmBackward(t, hasBias); },
+                                 {"lstm_cell_backward", {hasBias}});
   return {out[0], out[1], out[2]};
 }
 

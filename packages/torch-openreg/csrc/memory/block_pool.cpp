@@ -80,7 +80,9 @@ std::shared_ptr<c10::GatheredContext> observerContext(bool allocating) {
   return observer != nullptr ? observer->gather(allocating) : nullptr;
 }
 
-bool wholeSegment(const Block* block) { return block->previous == nullptr && block->next == nullptr; }
+bool wholeSegment(const Block* block) {
+  return block->previous == nullptr && block->next == nullptr;
+}
 
 template <typename Visit>
 void forEachStat(c10::CachingDeviceAllocator::DeviceStats& stats, Visit&& visit) {
@@ -242,12 +244,14 @@ void BlockPool::throwOutOfMemory(size_t requested, size_t segmentSize) {
       humanBytes(memoryLimit_), " of the device's ", humanBytes(total), ", and ",
       humanBytes(reserved), " are reserved by the allocator (", humanBytes(inUse),
       " in use by tensors). Free tensors you no longer need, or raise the fraction.");
-  TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device ", static_cast<int>(device_),
-                   ": tried to allocate ", humanBytes(requested), " (", requested, " bytes, in a ",
-                   humanBytes(segmentSize), " segment); ", humanBytes(static_cast<size_t>(stats_.allocated_bytes[all].current)),
-                   " in use by tensors, ", humanBytes(static_cast<size_t>(stats_.reserved_bytes[all].current)),
-                   " reserved by the allocator, ", humanBytes(total), " capacity (", humanBytes(free),
-                   " free). Free tensors you no longer need, or raise OPENREG_DEVICE_MEMORY.");
+  TORCH_CHECK_WITH(
+      OutOfMemoryError, false, "openreg out of memory on device ", static_cast<int>(device_),
+      ": tried to allocate ", humanBytes(requested), " (", requested, " bytes, in a ",
+      humanBytes(segmentSize), " segment); ",
+      humanBytes(static_cast<size_t>(stats_.allocated_bytes[all].current)), " in use by tensors, ",
+      humanBytes(static_cast<size_t>(stats_.reserved_bytes[all].current)),
+      " reserved by the allocator, ", humanBytes(total), " capacity (", humanBytes(free),
+      " free). Free tensors you no longer need, or raise OPENREG_DEVICE_MEMORY.");
 }
 
 Block* BlockPool::newSegment(size_t size, orStream_t stream, bool small, PrivatePool* pool,
@@ -280,7 +284,8 @@ void BlockPool::splitIfWorthIt(Block* block, size_t size) {
   const size_t remaining = block->size - size;
   const bool worthIt = block->small ? remaining >= kRounding : remaining > kSmallRequest;
   if (!worthIt) return;
-  auto* rest = new Block{device_, block->stream, remaining, static_cast<char*>(block->pointer) + size,
+  auto* rest = new Block{device_,      block->stream,
+                         remaining,    static_cast<char*>(block->pointer) + size,
                          block->small, block->kernelPool};
   rest->pool = block->pool;
   rest->previous = block;
@@ -309,7 +314,8 @@ void BlockPool::removeFree(Block* block) {
 
 Block* BlockPool::mergeWithNeighbours(Block* block) {
   auto mergeable = [block](const Block* neighbour) {
-    return neighbour != nullptr && !neighbour->allocated && neighbour->kernelPool == block->kernelPool;
+    return neighbour != nullptr && !neighbour->allocated &&
+           neighbour->kernelPool == block->kernelPool;
   };
   if (Block* next = block->next; mergeable(next)) {
     removeFree(next);

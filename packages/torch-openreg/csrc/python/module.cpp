@@ -13,20 +13,20 @@
 
 #include "base/debug_modes.h"
 #include "base/device.h"
+#include "base/runtime_check.h"
 #include "base/sync_debug.h"
-#include "integration/device_allocator.h"
-#include "integration/host_allocator.h"
 #include "engine/compiled_kernel_launch.h"
 #include "engine/fallback.h"
-#include "integration/autocast.h"
-#include "integration/generator.h"
-#include "integration/hooks.h"
 #include "engine/kernel_allocator.h"
 #include "engine/kernel_launch.h"
 #include "engine/plan.h"
 #include "engine/race_detector.h"
-#include "base/runtime_check.h"
+#include "integration/autocast.h"
+#include "integration/device_allocator.h"
 #include "integration/event.h"
+#include "integration/generator.h"
+#include "integration/hooks.h"
+#include "integration/host_allocator.h"
 #include "integration/memory_history.h"
 #include "integration/profiler.h"
 #include "integration/stream.h"
@@ -62,7 +62,8 @@ void setDebugModesFromPython(const std::string& list) {
 }
 
 py::object defaultGeneratorObject(c10::DeviceIndex device) {
-  return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(defaultGenerator(device)));
+  return py::reinterpret_steal<py::object>(
+      THPGenerator_initDefaultGenerator(defaultGenerator(device)));
 }
 
 void synchronizeDevice(c10::DeviceIndex device) {
@@ -203,29 +204,30 @@ PYBIND11_MODULE(_C, m) {
   m.def("_exchange_device", [](int device) {
     return static_cast<int>(exchangeDevice(static_cast<c10::DeviceIndex>(device)));
   });
-  m.def("_synchronize", [](int device) { synchronizeDevice(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_synchronize",
+        [](int device) { synchronizeDevice(static_cast<c10::DeviceIndex>(device)); });
   m.def("_is_initialized", [] {
     for (c10::DeviceIndex d = 0; d < deviceCount(); ++d) {
       if (deviceUsed(d)) return true;
     }
     return false;
   });
-  m.def("_get_default_generator", [](int device) {
-    return defaultGeneratorObject(static_cast<c10::DeviceIndex>(device));
-  });
+  m.def("_get_default_generator",
+        [](int device) { return defaultGeneratorObject(static_cast<c10::DeviceIndex>(device)); });
   m.def("_mem_get_info", [](int device) {
     return deviceAllocator().getMemoryInfo(static_cast<c10::DeviceIndex>(device));
   });
   m.def("_fallback_mode", &fallbackModeName);
   m.def("_stream_priority", [](int64_t streamId, int device) {
-    return streamPriority(c10::Stream(c10::Stream::UNSAFE, openregDevice(static_cast<c10::DeviceIndex>(device)),
-                                      streamId));
+    return streamPriority(c10::Stream(
+        c10::Stream::UNSAFE, openregDevice(static_cast<c10::DeviceIndex>(device)), streamId));
   });
   // A deliberately slow kernel for tests and demonstrations (like
   // torch.cuda._sleep): occupies the current stream of `device`.
   m.def("_sleep", [](int device, int64_t microseconds) {
     TORCH_CHECK(microseconds >= 0, "_sleep: the duration must not be negative");
-    const auto index = static_cast<c10::DeviceIndex>(resolveDevice(static_cast<c10::DeviceIndex>(device)));
+    const auto index =
+        static_cast<c10::DeviceIndex>(resolveDevice(static_cast<c10::DeviceIndex>(device)));
     OPENREG_CHECK(openreg::launchHostFunc(nativeHandle(currentStream(index)), [microseconds] {
       std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
     }));
@@ -280,10 +282,13 @@ PYBIND11_MODULE(_C, m) {
     OPENREG_CHECK(orDebugGetChaos(&enabled, &seed));
     return std::make_pair(enabled != 0, static_cast<uint64_t>(seed));
   });
-  m.def("_set_chaos", [](bool enabled, uint64_t seed) {
-    OPENREG_CHECK(orDebugSetChaos(enabled ? 1 : 0, seed));
-    setDebugModes(enabled ? debugModes() | kDebugChaos : debugModes() & ~kDebugChaos);
-  }, py::arg("enabled"), py::arg("seed") = 0);
+  m.def(
+      "_set_chaos",
+      [](bool enabled, uint64_t seed) {
+        OPENREG_CHECK(orDebugSetChaos(enabled ? 1 : 0, seed));
+        setDebugModes(enabled ? debugModes() | kDebugChaos : debugModes() & ~kDebugChaos);
+      },
+      py::arg("enabled"), py::arg("seed") = 0);
   // In a child forked after a device was used (torch.openreg._fork): torch's
   // lazy initialisation calls torch.openreg._lazy_init() again, which raises.
   m.def("_require_lazy_init_after_fork", [] {

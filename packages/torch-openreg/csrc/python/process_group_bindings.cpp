@@ -26,8 +26,8 @@ void bindProcessGroup(pybind11::module& module) {
         if (device) index = static_cast<c10::DeviceIndex>(*device);
         return c10::make_intrusive<ProcessGroupOpenReg>(gloo, rank, size, index, timeout);
       },
-      pybind11::arg("gloo"), pybind11::arg("rank"), pybind11::arg("size"),
-      pybind11::arg("device"), pybind11::arg("timeout"),
+      pybind11::arg("gloo"), pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("device"),
+      pybind11::arg("timeout"),
       "The openreg c10d backend over `gloo` (a ProcessGroupGloo of the same ranks).");
 }
 

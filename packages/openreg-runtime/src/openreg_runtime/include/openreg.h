@@ -166,7 +166,7 @@ OR_API orError_t orMemcpy(void* dst, const void* src, size_t count, orMemcpyKind
  * completes before returning, like CUDA. Ranges are checked against device and
  * pinned allocations (orErrorInvalidValue when a side would overrun). */
 OR_API orError_t orMemcpyAsync(void* dst, const void* src, size_t count, orMemcpyKind kind,
-                        orStream_t stream);
+                               orStream_t stream);
 /* Synchronous fill of device memory with a byte value. */
 OR_API orError_t orMemset(void* devPtr, int value, size_t count);
 OR_API orError_t orMemsetAsync(void* devPtr, int value, size_t count, orStream_t stream);
