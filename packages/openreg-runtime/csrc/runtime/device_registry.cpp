@@ -353,13 +353,18 @@ void DeviceActivity::publishLocked(uint64_t now) {
   record.sequence.store(sequence + 1, std::memory_order_relaxed);
   record.busyTotalNs.store(busyTotalNs_, std::memory_order_release);
   record.busySinceNs.store(running_ > 0 ? busySinceNs_ : 0, std::memory_order_release);
-  if (lastSampleNs_ == 0 || now - lastSampleNs_ >= kSampleSpacingNs) {
-    const uint32_t head = (record.sampleHead.load(std::memory_order_relaxed) + 1) % kBusySamples;
+  // A new sample at most every spacing; in between, going idle moves the newest
+  // sample to this moment, so the samples always end where the work ended and a
+  // device idle for one window reads exactly 0 %.
+  const bool spaced = lastSampleNs_ == 0 || now - lastSampleNs_ >= kSampleSpacingNs;
+  if (spaced || running_ == 0) {
+    uint32_t head = record.sampleHead.load(std::memory_order_relaxed);
+    if (spaced) head = (head + 1) % kBusySamples;
     record.sampleTimeNs[head].store(now, std::memory_order_release);
     record.sampleBusyNs[head].store(busyTotalNs_ + (running_ > 0 ? now - busySinceNs_ : 0),
                                     std::memory_order_release);
     record.sampleHead.store(head, std::memory_order_relaxed);
-    lastSampleNs_ = now;
+    if (spaced) lastSampleNs_ = now;
   }
   record.sequence.store(sequence + 2, std::memory_order_release);
 }

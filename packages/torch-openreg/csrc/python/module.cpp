@@ -136,36 +136,65 @@ py::dict privatePoolStats(c10::DeviceIndex device) {
 }
 
 void bindMemoryControls(py::module_& m) {
-  m.def("_set_memory_fraction", [](double fraction, int device) {
-    deviceAllocator().setMemoryFraction(static_cast<c10::DeviceIndex>(device), fraction);
-  });
-  m.def("_get_memory_fraction", [](int device) {
-    return deviceAllocator().memoryFraction(static_cast<c10::DeviceIndex>(device));
-  });
-  m.def("_caching_allocator_alloc", [](size_t size, int device, intptr_t stream) {
-    const c10::DeviceIndex index = checkedDevice(static_cast<c10::DeviceIndex>(device));
-    return reinterpret_cast<intptr_t>(
-        deviceAllocator().rawAllocate(index, size, streamOf(index, stream)));
-  });
-  m.def("_caching_allocator_delete",
-        [](intptr_t pointer) { deviceAllocator().rawDelete(reinterpret_cast<void*>(pointer)); });
-  m.def("_stream_handle", [](int64_t streamId, int device) {
-    const c10::Stream stream(c10::Stream::UNSAFE,
-                             openregDevice(static_cast<c10::DeviceIndex>(device)), streamId);
-    return reinterpret_cast<intptr_t>(nativeHandle(stream));
-  });
-  m.def("_private_pool_stats", [](int device) {
-    return privatePoolStats(checkedDevice(static_cast<c10::DeviceIndex>(device)));
-  });
-  m.def("_host_memory_stats", &hostMemoryStats);
-  m.def("_reset_accumulated_host_memory_stats", [] { hostAllocator().reset_accumulated_stats(); });
-  m.def("_reset_peak_host_memory_stats", [] { hostAllocator().reset_peak_stats(); });
-  m.def("_set_sync_debug_mode", [](int mode) {
-    TORCH_CHECK_VALUE(mode >= 0 && mode <= 2, "invalid sync debug mode ", mode,
-                      ": expected 0 (\"default\"), 1 (\"warn\") or 2 (\"error\")");
-    setSyncDebugMode(static_cast<SyncDebugMode>(mode));
-  });
-  m.def("_get_sync_debug_mode", [] { return static_cast<int>(syncDebugMode()); });
+  m.def(
+      "_set_memory_fraction",
+      [](double fraction, int device) {
+        deviceAllocator().setMemoryFraction(static_cast<c10::DeviceIndex>(device), fraction);
+      },
+      "Limit the caching allocator of `device` to `fraction` of its capacity "
+      "(torch.openreg.set_per_process_memory_fraction).");
+  m.def(
+      "_get_memory_fraction",
+      [](int device) {
+        return deviceAllocator().memoryFraction(static_cast<c10::DeviceIndex>(device));
+      },
+      "The memory fraction set for `device` (1.0 when none is set).");
+  m.def(
+      "_caching_allocator_alloc",
+      [](size_t size, int device, intptr_t stream) {
+        const c10::DeviceIndex index = checkedDevice(static_cast<c10::DeviceIndex>(device));
+        return reinterpret_cast<intptr_t>(
+            deviceAllocator().rawAllocate(index, size, streamOf(index, stream)));
+      },
+      "Allocate `size` bytes from the caching allocator on `device` and `stream`; returns the "
+      "address.");
+  m.def(
+      "_caching_allocator_delete",
+      [](intptr_t pointer) { deviceAllocator().rawDelete(reinterpret_cast<void*>(pointer)); },
+      "Return an address from _caching_allocator_alloc to the caching allocator.");
+  m.def(
+      "_stream_handle",
+      [](int64_t streamId, int device) {
+        const c10::Stream stream(c10::Stream::UNSAFE,
+                                 openregDevice(static_cast<c10::DeviceIndex>(device)), streamId);
+        return reinterpret_cast<intptr_t>(nativeHandle(stream));
+      },
+      "The runtime handle of a torch.openreg stream, for the allocator's stream-ordered reuse.");
+  m.def(
+      "_private_pool_stats",
+      [](int device) {
+        return privatePoolStats(checkedDevice(static_cast<c10::DeviceIndex>(device)));
+      },
+      "Statistics of the private memory pools of `device` (MemPool), by pool id.");
+  m.def("_host_memory_stats", &hostMemoryStats,
+        "Statistics of the pinned host allocator, in torch.cuda.host_memory_stats' keys.");
+  m.def(
+      "_reset_accumulated_host_memory_stats", [] { hostAllocator().reset_accumulated_stats(); },
+      "Reset the pinned host allocator's accumulated counters.");
+  m.def(
+      "_reset_peak_host_memory_stats", [] { hostAllocator().reset_peak_stats(); },
+      "Reset the pinned host allocator's peak values.");
+  m.def(
+      "_set_sync_debug_mode",
+      [](int mode) {
+        TORCH_CHECK_VALUE(mode >= 0 && mode <= 2, "invalid sync debug mode ", mode,
+                          ": expected 0 (\"default\"), 1 (\"warn\") or 2 (\"error\")");
+        setSyncDebugMode(static_cast<SyncDebugMode>(mode));
+      },
+      "Set the sync debug mode: 0 off, 1 warn, 2 error at synchronizing calls.");
+  m.def(
+      "_get_sync_debug_mode", [] { return static_cast<int>(syncDebugMode()); },
+      "The sync debug mode: 0 off, 1 warn, 2 error.");
 
   py::class_<MemPool>(m, "_MemPool", "A private memory pool of the openreg caching allocator.")
       .def(py::init([](bool useOnOom, bool noSplit) {
@@ -197,113 +226,187 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_openreg;
   m.doc() = "Native part of torch_openreg (use torch.openreg instead).";
   bindProcessGroup(m);
-  m.def("_init", &initialize);
-  m.def("_device_count", [] { return static_cast<int>(deviceCount()); });
-  m.def("_get_device", [] { return static_cast<int>(currentDevice()); });
-  m.def("_set_device", [](int device) { setCurrentDevice(static_cast<c10::DeviceIndex>(device)); });
-  m.def("_exchange_device", [](int device) {
-    return static_cast<int>(exchangeDevice(static_cast<c10::DeviceIndex>(device)));
-  });
-  m.def("_synchronize",
-        [](int device) { synchronizeDevice(static_cast<c10::DeviceIndex>(device)); });
-  m.def("_is_initialized", [] {
-    for (c10::DeviceIndex d = 0; d < deviceCount(); ++d) {
-      if (deviceUsed(d)) return true;
-    }
-    return false;
-  });
-  m.def("_get_default_generator",
-        [](int device) { return defaultGeneratorObject(static_cast<c10::DeviceIndex>(device)); });
-  m.def("_mem_get_info", [](int device) {
-    return deviceAllocator().getMemoryInfo(static_cast<c10::DeviceIndex>(device));
-  });
-  m.def("_fallback_mode", &fallbackModeName);
-  m.def("_stream_priority", [](int64_t streamId, int device) {
-    return streamPriority(c10::Stream(
-        c10::Stream::UNSAFE, openregDevice(static_cast<c10::DeviceIndex>(device)), streamId));
-  });
+  m.def("_init", &initialize, "Initialise the device runtime; raises if it cannot be used.");
+  m.def(
+      "_device_count", [] { return static_cast<int>(deviceCount()); },
+      "Number of openreg devices.");
+  m.def(
+      "_get_device", [] { return static_cast<int>(currentDevice()); },
+      "Index of this thread's current openreg device.");
+  m.def(
+      "_set_device", [](int device) { setCurrentDevice(static_cast<c10::DeviceIndex>(device)); },
+      "Make `device` this thread's current openreg device.");
+  m.def(
+      "_exchange_device",
+      [](int device) {
+        return static_cast<int>(exchangeDevice(static_cast<c10::DeviceIndex>(device)));
+      },
+      "Make `device` current and return the previous current device.");
+  m.def(
+      "_synchronize", [](int device) { synchronizeDevice(static_cast<c10::DeviceIndex>(device)); },
+      "Wait for all work queued on every stream of `device`.");
+  m.def(
+      "_is_initialized",
+      [] {
+        for (c10::DeviceIndex d = 0; d < deviceCount(); ++d) {
+          if (deviceUsed(d)) return true;
+        }
+        return false;
+      },
+      "Whether any openreg device has been used in this process.");
+  m.def(
+      "_get_default_generator",
+      [](int device) { return defaultGeneratorObject(static_cast<c10::DeviceIndex>(device)); },
+      "The default torch.Generator of `device`.");
+  m.def(
+      "_mem_get_info",
+      [](int device) {
+        return deviceAllocator().getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+      },
+      "(free, total) bytes of `device` as the runtime sees them.");
+  m.def("_fallback_mode", &fallbackModeName,
+        "How operators without a native kernel run: 'inplace' (default) or 'copy' "
+        "(OPENREG_FALLBACK).");
+  m.def(
+      "_stream_priority",
+      [](int64_t streamId, int device) {
+        return streamPriority(c10::Stream(
+            c10::Stream::UNSAFE, openregDevice(static_cast<c10::DeviceIndex>(device)), streamId));
+      },
+      "Priority of the stream with id `stream_id` on `device`.");
   // A deliberately slow kernel for tests and demonstrations (like
   // torch.cuda._sleep): occupies the current stream of `device`.
-  m.def("_sleep", [](int device, int64_t microseconds) {
-    TORCH_CHECK(microseconds >= 0, "_sleep: the duration must not be negative");
-    const auto index =
-        static_cast<c10::DeviceIndex>(resolveDevice(static_cast<c10::DeviceIndex>(device)));
-    OPENREG_CHECK(openreg::launchHostFunc(nativeHandle(currentStream(index)), [microseconds] {
-      std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
-    }));
-  });
-  m.def("_event_elapsed_time", [](int64_t start, int64_t end) {
-    return elapsedMilliseconds(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end));
-  });
-  m.def("_stream_priority_range", [] {
-    const PriorityRange range = priorityRange();
-    return std::make_pair(range.least, range.greatest);
-  });
-  m.def("_output_placement_counts", [] {
-    const OutputPlacementCounts counts = outputPlacementCounts();
-    return std::make_pair(counts.inPlace, counts.copied);
-  });
-  m.def("_kernel_allocator_installed", &kernelAllocatorInstalled);
-  m.def("_plan_cache_info", [] {
-    const PlanCacheInfo info = planCacheInfo();
-    py::dict result;
-    result["size"] = info.size;
-    result["capacity"] = info.capacity;
-    result["hits"] = info.hits;
-    result["misses"] = info.misses;
-    result["evictions"] = info.evictions;
-    return result;
-  });
-  m.def("_set_plan_cache_capacity", [](size_t capacity) {
-    TORCH_CHECK(capacity > 0, "the plan cache capacity must be at least 1");
-    setPlanCacheCapacity(capacity);
-  });
+  m.def(
+      "_sleep",
+      [](int device, int64_t microseconds) {
+        TORCH_CHECK(microseconds >= 0, "_sleep: the duration must not be negative");
+        const auto index =
+            static_cast<c10::DeviceIndex>(resolveDevice(static_cast<c10::DeviceIndex>(device)));
+        OPENREG_CHECK(openreg::launchHostFunc(nativeHandle(currentStream(index)), [microseconds] {
+          std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
+        }));
+      },
+      "Enqueue a kernel that only waits `microseconds` on the current stream of `device` (-1: "
+      "current device).");
+  m.def(
+      "_event_elapsed_time",
+      [](int64_t start, int64_t end) {
+        return elapsedMilliseconds(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end));
+      },
+      "Milliseconds between two recorded events, given by their runtime handles.");
+  m.def(
+      "_stream_priority_range",
+      [] {
+        const PriorityRange range = priorityRange();
+        return std::make_pair(range.least, range.greatest);
+      },
+      "(least, greatest) stream priority, as the runtime reports them.");
+  m.def(
+      "_output_placement_counts",
+      [] {
+        const OutputPlacementCounts counts = outputPlacementCounts();
+        return std::make_pair(counts.inPlace, counts.copied);
+      },
+      "(in place, copied): how many kernel results were computed into preallocated outputs and how "
+      "many were copied.");
+  m.def("_kernel_allocator_installed", &kernelAllocatorInstalled,
+        "Whether the allocator for kernel-private allocations is installed (it is at the first "
+        "device kernel).");
+  m.def(
+      "_plan_cache_info",
+      [] {
+        const PlanCacheInfo info = planCacheInfo();
+        py::dict result;
+        result["size"] = info.size;
+        result["capacity"] = info.capacity;
+        result["hits"] = info.hits;
+        result["misses"] = info.misses;
+        result["evictions"] = info.evictions;
+        return result;
+      },
+      "The operator plan cache: size, capacity, hits, misses, evictions.");
+  m.def(
+      "_set_plan_cache_capacity",
+      [](size_t capacity) {
+        TORCH_CHECK(capacity > 0, "the plan cache capacity must be at least 1");
+        setPlanCacheCapacity(capacity);
+      },
+      "Set how many operator plans the cache keeps (least recently used dropped first).");
   // Tells torch's Python layer that openreg is initialised (it is, from the
   // moment torch_openreg registered it); torch gates some device-generic calls
   // on this flag, e.g. torch.accelerator.empty_host_cache().
-  m.def("_mark_initialized", [] { torch::utils::device_lazy_init(at::kPrivateUse1); });
+  m.def(
+      "_mark_initialized", [] { torch::utils::device_lazy_init(at::kPrivateUse1); },
+      "Tell torch's lazy-initialisation machinery that openreg is initialised.");
   registerCompiledKernelBindings(m);
-  m.def("_autocast_policy", [] { return autocastPolicy(); });
+  m.def(
+      "_autocast_policy", [] { return autocastPolicy(); },
+      "The autocast policy registered for openreg, as (operator, category) pairs.");
   bindMemoryControls(m);
-  m.def("_debug_modes", [] { return debugModeNames(debugModes()); });
-  m.def("_set_debug_modes", &setDebugModesFromPython, py::arg("modes"));
-  m.def("_race_errors_raise", &raceErrorsRaise);
-  m.def("_set_race_errors_raise", &setRaceErrorsRaise);
-  m.def("_race_reports", &raceReports);
-  m.def("_race_statistics", [] {
-    const RaceStatistics statistics = raceStatistics();
-    return std::make_pair(statistics.reports, statistics.checkedLaunches);
-  });
-  m.def("_clear_race_reports", &clearRaceReports);
-  m.def("_reset_race_detector", &resetRaceDetector);
-  m.def("_chaos_state", [] {
-    int enabled = 0;
-    unsigned long long seed = 0;
-    OPENREG_CHECK(orDebugGetChaos(&enabled, &seed));
-    return std::make_pair(enabled != 0, static_cast<uint64_t>(seed));
-  });
+  m.def(
+      "_debug_modes", [] { return debugModeNames(debugModes()); },
+      "The debug modes on (OPENREG_DEBUG): a list of 'races', 'poison', 'chaos'.");
+  m.def("_set_debug_modes", &setDebugModesFromPython, py::arg("modes"),
+        "Switch debug modes: a comma-separated list of 'races', 'poison', 'chaos' ('' for none).");
+  m.def("_race_errors_raise", &raceErrorsRaise,
+        "Whether a detected stream race raises (True) or warns (False).");
+  m.def("_set_race_errors_raise", &setRaceErrorsRaise,
+        "Choose whether a detected stream race raises (True) or warns (False).");
+  m.def("_race_reports", &raceReports, "The stream-race reports made so far, as text.");
+  m.def(
+      "_race_statistics",
+      [] {
+        const RaceStatistics statistics = raceStatistics();
+        return std::make_pair(statistics.reports, statistics.checkedLaunches);
+      },
+      "(reports, checked launches) of the race detector.");
+  m.def("_clear_race_reports", &clearRaceReports, "Forget the stream-race reports made so far.");
+  m.def("_reset_race_detector", &resetRaceDetector,
+        "Forget every tracked access and stream clock of the race detector.");
+  m.def(
+      "_chaos_state",
+      [] {
+        int enabled = 0;
+        unsigned long long seed = 0;
+        OPENREG_CHECK(orDebugGetChaos(&enabled, &seed));
+        return std::make_pair(enabled != 0, static_cast<uint64_t>(seed));
+      },
+      "(enabled, seed) of chaos scheduling.");
   m.def(
       "_set_chaos",
       [](bool enabled, uint64_t seed) {
         OPENREG_CHECK(orDebugSetChaos(enabled ? 1 : 0, seed));
         setDebugModes(enabled ? debugModes() | kDebugChaos : debugModes() & ~kDebugChaos);
       },
-      py::arg("enabled"), py::arg("seed") = 0);
+      py::arg("enabled"), py::arg("seed") = 0,
+      "Switch chaos scheduling on or off, with `seed` for a replayable schedule.");
   // In a child forked after a device was used (torch.openreg._fork): torch's
   // lazy initialisation calls torch.openreg._lazy_init() again, which raises.
-  m.def("_require_lazy_init_after_fork", [] {
-    torch::utils::set_device_in_bad_fork(at::kPrivateUse1, true);
-    torch::utils::set_requires_device_init(at::kPrivateUse1, true);
-  });
+  m.def(
+      "_require_lazy_init_after_fork",
+      [] {
+        torch::utils::set_device_in_bad_fork(at::kPrivateUse1, true);
+        torch::utils::set_requires_device_init(at::kPrivateUse1, true);
+      },
+      "Mark this forked child as unable to use openreg (torch.openreg.init raises).");
   // Validated by torch.openreg.memory._record_memory_history.
-  m.def("_record_memory_history", [](bool enabled, bool keepTrace, const std::string& context,
-                                     bool cppFrames, size_t maxEntries, bool clearHistory) {
-    recordMemoryHistory({enabled, keepTrace, context, cppFrames, maxEntries, clearHistory});
-  });
-  m.def("_memory_snapshot", &memorySnapshot);
-  m.def("_profiler_registered", &profilerRegistered);
-  m.def("_check_runtime", [] {
-    int count = 0;
-    OPENREG_CHECK(orGetDeviceCount(&count));
-  });
+  m.def(
+      "_record_memory_history",
+      [](bool enabled, bool keepTrace, const std::string& context, bool cppFrames,
+         size_t maxEntries, bool clearHistory) {
+        recordMemoryHistory({enabled, keepTrace, context, cppFrames, maxEntries, clearHistory});
+      },
+      "Start, change or stop recording the allocator's history "
+      "(torch.openreg.memory._record_memory_history).");
+  m.def("_memory_snapshot", &memorySnapshot,
+        "The allocator's segments, blocks and recorded history in torch.cuda's snapshot format.");
+  m.def("_profiler_registered", &profilerRegistered,
+        "Whether openreg's Kineto and legacy profiler hooks are registered.");
+  m.def(
+      "_check_runtime",
+      [] {
+        int count = 0;
+        OPENREG_CHECK(orGetDeviceCount(&count));
+      },
+      "Raise if the runtime cannot list its devices (used at import).");
 }
