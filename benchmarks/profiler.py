@@ -67,7 +67,7 @@ def measure(settings: Settings) -> Pair:
 def run(settings: Settings) -> list[Figure]:
     pair = measure(settings)
     figure = ratio_figure(
-        "10 profiler",
+        "11 profiler",
         f"{MODEL} step, profiled (CPU + PrivateUse1) / unprofiled",
         pair,
         PROFILED_RATIO_TARGET,
