@@ -354,10 +354,6 @@ def test_device_queries_trace_without_graph_breaks() -> None:
 # ---- autocast (issue 14) ----------------------------------------------------------
 
 
-@pytest.mark.skipif(
-    not hasattr(torch.openreg, "get_amp_supported_dtype"),
-    reason="autocast for openreg is not available in this build (issue 14)",
-)
 def test_compile_with_autocast() -> None:
     torch.manual_seed(0)
     model, make_input = mlp()
