@@ -267,7 +267,8 @@ def locked_requirements(session: nox.Session, shape: str, groups: tuple[str, ...
     when the shape installs the binding. Workspace packages are left out: they come
     from dist/.
     """
-    path = Path(session.create_tmp()) / "-".join(("requirements", shape, *groups)) + ".txt"
+    name = "-".join(("requirements", shape, *groups)) + ".txt"
+    path = Path(session.create_tmp()) / name
     command = ["uv", "export", "--locked", "--no-hashes", "--no-header", "--no-emit-workspace"]
     if "torch-openreg" in SHAPES[shape]:
         command += ["--package", "torch-openreg", "--no-default-groups", "--group", "test"]
