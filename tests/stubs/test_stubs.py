@@ -1,4 +1,5 @@
-"""The type stubs of the two extension modules list exactly what the modules define.
+"""The type stubs of the extension modules (and of the generated _build_info) list exactly what
+the modules define.
 
 ``openreg_runtime/_runtime.pyi`` and ``torch_openreg/_C.pyi`` are kept by hand (mypy
 checks the Python layers against them in ``nox -s lint``); this test fails when a
@@ -42,7 +43,8 @@ def public_members(cls: type) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "package, module", [("openreg_runtime", "_runtime"), ("torch_openreg", "_C")]
+    "package, module",
+    [("openreg_runtime", "_runtime"), ("torch_openreg", "_C"), ("torch_openreg", "_build_info")],
 )
 def test_stub_lists_every_binding_and_nothing_else(package, module):
     extension = importlib.import_module(f"{package}.{module}")

@@ -51,7 +51,7 @@ def test_list_gpu_processes_shows_this_and_other_processes(registry, run_python)
         assert other.stdout.readline().strip() == "ready"
         result = run_python(
             """
-            import json, os, torch
+            import json, os, torch, torch_openreg
             x = torch.ones(1000, 1000, device="openreg:1")
             print(json.dumps([os.getpid(), torch.openreg.memory_reserved(1),
                               torch.openreg.list_gpu_processes(1),
@@ -83,7 +83,7 @@ def test_utilization_follows_work_on_the_device(registry, run_python):
     window = openreg_runtime.UTILIZATION_WINDOW_MS / 1000
     result = run_python(
         f"""
-        import json, threading, time, torch, openreg_runtime
+        import json, threading, time, torch, torch_openreg, openreg_runtime
         # A kernel that blocks device 1 until released (on a stream of the runtime
         # torch uses: the process's device 1 is busy, as with any torch kernel).
         running, release = threading.Event(), threading.Event()
@@ -110,7 +110,7 @@ def test_utilization_drops_to_zero_after_a_window_without_work(registry, run_pyt
     window = openreg_runtime.UTILIZATION_WINDOW_MS / 1000
     result = run_python(
         f"""
-        import json, os, time, torch, openreg_runtime
+        import json, os, time, torch, torch_openreg, openreg_runtime
         torch.openreg.set_device(1)
         x = torch.randn(256, 256, device="openreg")
         for _ in range(20):
