@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import torch
 from torch._inductor.async_compile import AsyncCompile, get_compile_threads
-from torch._inductor.codecache import CppCodeCache, LambdaFuture
+from torch._inductor.codecache import CppCodeCache, LambdaFuture, _get_cpp_prefix_header
 from torch._inductor.utils import clear_on_fresh_cache
 
 from .. import _C
@@ -109,6 +109,13 @@ class OpenRegKernelCodeCache(CppCodeCache):
 
     cache: ClassVar[dict[str, Callable[[], Any]]] = {}
     cpp_compile_command_flags: ClassVar[dict[str, Any]] = {"include_pytorch": False, "shared": True}
+
+    @classmethod
+    def _get_uncompiled_header(cls, device: str) -> str | None:
+        # The kernel source includes Inductor's CPU prelude (cpp_prefix.h), which is
+        # most of each compile; Inductor's CPU kernels get it as a precompiled header
+        # (config.cpp_cache_precompile_headers) through this hook, so openreg's do too.
+        return _get_cpp_prefix_header(device)
 
     @staticmethod
     def cache_clear() -> None:
