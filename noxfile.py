@@ -47,16 +47,20 @@ DISTRIBUTED_BINDING_TESTS = (
     "packages/torch-openreg/tests/test_distributed.py",
     "packages/torch-openreg/tests/test_distributed_worlds.py",
 )
-# The binding's test files that also run under the debug modes (`checked` session):
-# streams, events, allocators, asynchronous execution, operators, training.
-CHECKED_TESTS = tuple(
-    f"packages/torch-openreg/tests/test_{name}.py"
-    for name in (
-        "streams", "events", "caching_allocator", "stream_allocator", "async_execution",
-        "training", "autograd", "tensors", "memory", "ops_differential", "mixed_device",
-        "rng", "output_placement", "custom_op",
-    )
-)  # fmt: skip
+# The `checked` session runs the whole binding suite again under the debug modes, except
+# the files that switch the modes themselves and the distributed tests (which run in
+# `distributed`), then the examples.
+CHECKED_EXCLUDED = (
+    "--ignore=packages/torch-openreg/tests/test_debug_modes.py",
+    "--ignore-glob=*/test_distributed*",
+)
+CHECKED_ENV = {"OPENREG_DEBUG": "races,poison", "OPENREG_DEBUG_RACES": "error"}
+CHECKED_EXAMPLES_ENV = {"OPENREG_DEBUG": "races", "OPENREG_DEBUG_RACES": "error"}
+# quickstart.py relies on the autoload shim, which the session does not install.
+RUN_QUICKSTART = (
+    "import runpy, sys, torch_openreg; "
+    "sys.exit(runpy.run_path('examples/quickstart.py', run_name='quickstart')['main']())"
+)
 # Makes the binding unloadable without importing anything of OpenReg or torch:
 # find_spec on a top-level package locates it without running it.
 BREAK_RUNTIME = """
@@ -202,17 +206,24 @@ def binding(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, requires=["wheels"])
 def checked(session: nox.Session) -> None:
-    """Binding tests again with OPENREG_DEBUG=races,poison through the pytest plugin.
+    """The binding suite and the examples again with the debug modes on: zero reports.
 
-    No false positives: a stream race reported during any test fails it, and poisoned
-    allocations must not change any result (docs/debug-modes.md). ``CHECKED_TESTS``
-    lists the test files verified so far; the rest of the suite is not yet.
+    Every binding test file except test_debug_modes.py (it sets the modes itself) and the
+    distributed tests runs with OPENREG_DEBUG=races,poison through the pytest plugin: a
+    stream race reported during any test fails it, and poisoned allocations must not
+    change any result (docs/debug-modes.md). Then quickstart.py and ddp_train.py --check
+    (two ranks under torchrun) run with OPENREG_DEBUG=races, raising at the offending call.
     """
     install_built(session, "manual")
     session.run(
-        "pytest", *CHECKED_TESTS,
+        "pytest", "packages/torch-openreg/tests", *CHECKED_EXCLUDED,
         "-p", "torch_openreg.pytest_plugin", "--openreg-debug=races,poison", *session.posargs,
-        env={"OPENREG_DEBUG": "races,poison", "OPENREG_DEBUG_RACES": "error"},
+        env=CHECKED_ENV,
+    )  # fmt: skip
+    session.run("python", "-c", RUN_QUICKSTART, env=CHECKED_EXAMPLES_ENV)
+    session.run(
+        "torchrun", "--standalone", "--nproc-per-node", "2", "examples/ddp_train.py", "--check",
+        env=CHECKED_EXAMPLES_ENV,
     )  # fmt: skip
 
 

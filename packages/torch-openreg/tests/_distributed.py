@@ -47,8 +47,14 @@ class WorldFailed(AssertionError):
     pass
 
 
+# The debug modes (OPENREG_DEBUG, OPENREG_DEBUG_RACES, OPENREG_DEBUG_SEED) reach the
+# ranks: a suite run with them on (nox -s checked) checks the ranks' work too.
+DEBUG_PREFIX = "OPENREG_DEBUG"
+
+
 def clean_environment(**overrides: str) -> dict[str, str]:
-    """os.environ without OpenReg variables or Python fault handlers, plus ``overrides``.
+    """os.environ without OpenReg variables (but the debug modes) or Python fault
+    handlers, plus ``overrides``.
 
     (As conftest.clean_environment; not imported from there, because another test
     directory's conftest may be the one Python finds under that name.)
@@ -56,7 +62,8 @@ def clean_environment(**overrides: str) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("OPENREG_") and key not in ("PYTHONFAULTHANDLER", "PYTHONDEVMODE")
+        if (key.startswith(DEBUG_PREFIX) or not key.startswith("OPENREG_"))
+        and key not in ("PYTHONFAULTHANDLER", "PYTHONDEVMODE")
     }
     env.update(overrides)
     return env

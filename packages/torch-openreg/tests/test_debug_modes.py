@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import torch
+import torch.distributed as dist
 from conftest import clean_environment
 
 debug = torch.openreg.debug
@@ -198,6 +199,166 @@ def test_disjoint_halves_on_two_streams_do_not_race(races: None) -> None:
             x[1].fill_(2)
 
     expect_clean(program)
+
+
+# ---- Collectives, compiled kernels, the custom operator ------------------------------
+
+
+@pytest.fixture
+def world_of_one() -> Iterator[None]:
+    """A single-rank orgloo group in this process: its collectives run like any other."""
+    dist.init_process_group("orgloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def all_reduce_then_side_stream(fix: str | None = None) -> torch.Tensor:
+    x = torch.ones(N, device="openreg")
+    torch.openreg.synchronize()  # only the collective's write can race below
+    side = torch.openreg.Stream()
+    work = dist.all_reduce(x, async_op=True)  # writes x, issued on the default stream
+    if fix == "work.wait":
+        with torch.openreg.stream(side):
+            work.wait()  # the side stream waits for the collective
+    elif fix == "wait_stream":
+        work.wait()  # the default stream waits for the collective...
+        side.wait_stream(torch.openreg.current_stream())  # ...and the side stream for it
+    with torch.openreg.stream(side):
+        return x * 2
+
+
+def test_all_reduce_result_on_another_stream_is_caught(races: None, world_of_one: None) -> None:
+    expect_race(all_reduce_then_side_stream, "read-after-write", "orgloo all_reduce", "wait_stream")
+    expect_clean(lambda: all_reduce_then_side_stream("work.wait"))
+    expect_clean(lambda: all_reduce_then_side_stream("wait_stream"))
+
+
+def all_gather_input_overwritten(fixed: bool = False) -> None:
+    """The collective reads its input on the default stream; a side stream overwrites it."""
+    part = torch.ones(N, device="openreg")
+    whole = torch.empty(N, device="openreg")
+    torch.openreg.synchronize()
+    side = torch.openreg.Stream()
+    work = dist.all_gather_into_tensor(whole, part, async_op=True)
+    if fixed:
+        with torch.openreg.stream(side):
+            work.wait()
+    with torch.openreg.stream(side):
+        part.fill_(2)
+
+
+def test_collective_input_overwritten_on_another_stream_is_caught(
+    races: None, world_of_one: None
+) -> None:
+    expect_race(all_gather_input_overwritten, "write-after-read", "orgloo all_gather_into_tensor")
+    expect_clean(lambda: all_gather_input_overwritten(fixed=True))
+
+
+@pytest.fixture(scope="module")
+def compiled_affine() -> Callable[[torch.Tensor], torch.Tensor]:
+    """One compiled pointwise kernel (reads its input, writes a new output), compiled once."""
+    function = torch.compile(lambda t: t * 2 + 1, dynamic=False)
+    function(torch.ones(N, device="openreg"))
+    torch.openreg.synchronize()
+    return function
+
+
+def compiled_reads_eager_write(
+    compiled: Callable[[torch.Tensor], torch.Tensor], fixed: bool = False
+) -> torch.Tensor:
+    x = torch.ones(N, device="openreg")  # eager write on the default stream
+    side = torch.openreg.Stream()
+    if fixed:
+        side.wait_stream(torch.openreg.current_stream())
+    with torch.openreg.stream(side):
+        return compiled(x)  # the compiled kernel reads x on the side stream
+
+
+def eager_reads_compiled_output(
+    compiled: Callable[[torch.Tensor], torch.Tensor], fixed: bool = False
+) -> torch.Tensor:
+    x = torch.ones(N, device="openreg")
+    side = torch.openreg.Stream()
+    side.wait_stream(torch.openreg.current_stream())
+    with torch.openreg.stream(side):
+        y = compiled(x)  # the compiled kernel writes y on the side stream
+    if fixed:
+        torch.openreg.current_stream().wait_stream(side)
+    return y + 1  # eager read on the default stream
+
+
+def test_compiled_kernel_racing_with_eager_work_is_caught(
+    races: None, compiled_affine: Callable[[torch.Tensor], torch.Tensor]
+) -> None:
+    expect_race(
+        lambda: compiled_reads_eager_write(compiled_affine),
+        "read-after-write",
+        "this access: compiled kernel",
+        "wait_stream",
+    )
+    expect_race(
+        lambda: eager_reads_compiled_output(compiled_affine),
+        "read-after-write",
+        "previous access: compiled kernel",
+    )
+    expect_clean(lambda: compiled_reads_eager_write(compiled_affine, fixed=True))
+    expect_clean(lambda: eager_reads_compiled_output(compiled_affine, fixed=True))
+
+
+def swish_on_side_stream(fixed: bool = False) -> torch.Tensor:
+    x = torch.ones(N, device="openreg")
+    side = torch.openreg.Stream()
+    if fixed:
+        side.wait_stream(torch.openreg.current_stream())
+    with torch.openreg.stream(side):
+        return torch.ops.openreg.swish(x)
+
+
+def test_custom_operator_racing_is_caught(races: None) -> None:
+    expect_race(swish_on_side_stream, "read-after-write", "openreg::swish", "wait_stream")
+    expect_clean(lambda: swish_on_side_stream(fixed=True))
+
+
+# ---- Reused memory -----------------------------------------------------------------
+
+
+def test_freed_tensor_is_reported_once_not_against_later_ordered_work() -> None:
+    """A missing record_stream is one report, at the new owner's first access; the
+    freed tensor's accesses are not held against the new owner's later, ordered work."""
+    with debug.enabled("races", races="error"):
+        for _ in range(REPEATS):
+            side = torch.openreg.Stream()
+            x = torch.ones(FREED, device="openreg")
+            side.wait_stream(torch.openreg.current_stream())
+            with torch.openreg.stream(side):
+                x.sum()
+            del x  # missing record_stream: reported at the zeros below (report mode)...
+            with debug.enabled(races="report"), pytest.warns(UserWarning, match="freed while"):
+                reused = torch.zeros(FREED, device="openreg")
+            other = torch.openreg.Stream()
+            other.wait_stream(torch.openreg.current_stream())
+            with torch.openreg.stream(other):
+                reused.add_(1)  # ...but this write is ordered after the zeros: no report
+                reused.mul_(2)
+            torch.openreg.current_stream().wait_stream(other)
+            reused.sum()
+            torch.openreg.synchronize()
+    debug.clear_race_reports()
+
+
+def test_rank_processes_inherit_the_debug_modes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import _distributed
+
+    monkeypatch.setenv("OPENREG_DEBUG", "races")
+    monkeypatch.setenv("OPENREG_DEBUG_RACES", "error")
+    monkeypatch.setenv("OPENREG_DEBUG_SEED", "7")
+    monkeypatch.setenv("OPENREG_FAULTS", "1")  # other OpenReg switches stay behind
+    env = _distributed.clean_environment(RANK="0")
+    assert env["OPENREG_DEBUG"] == "races" and env["OPENREG_DEBUG_RACES"] == "error"
+    assert env["OPENREG_DEBUG_SEED"] == "7" and env["RANK"] == "0"
+    assert "OPENREG_FAULTS" not in env
 
 
 def test_report_mode_warns_and_keeps_the_report() -> None:

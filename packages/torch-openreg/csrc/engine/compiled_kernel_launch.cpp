@@ -10,8 +10,10 @@
 #include <utility>
 
 #include "base/address_ranges.h"
+#include "base/debug_modes.h"
 #include "base/device.h"
 #include "engine/kernel_launch.h"
+#include "engine/race_detector.h"
 #include "integration/stream.h"
 
 namespace py = pybind11;
@@ -73,6 +75,12 @@ void CompiledLaunchArguments::addTensor(const at::Tensor& tensor) {
                 " (compiled kernel '", kernel_->name(), "', argument ", position, ")");
     device_ = device;
     words_.push_back(kernelViewWord(tensor, device));
+    if (debugModeOn(kDebugRaces)) {
+      // `w` is every pointer Inductor's kernel stores through (outputs and
+      // in-place buffers); a write conflicts with reads too, so it covers both.
+      (kind == static_cast<char>(CompiledArgumentKind::WritePointer) ? writes_ : reads_)
+          .push_back(tensor);
+    }
     return;
   }
   TORCH_CHECK(tensor.device().is_cpu(), "compiled openreg kernel '", kernel_->name(),
@@ -98,6 +106,9 @@ void CompiledLaunchArguments::addFloat(double value) {
 void CompiledLaunchArguments::launch() && {
   TORCH_INTERNAL_ASSERT(words_.size() == kernel_->kinds().size());
   const c10::DeviceIndex device = device_ >= 0 ? device_ : currentDevice();
+  if (debugModeOn(kDebugRaces)) {
+    checkLaunch("compiled kernel " + kernel_->name(), currentStream(device), reads_, writes_);
+  }
   launchOnDevice(device, [kernel = std::move(kernel_), words = std::move(words_),
                           hostTensors = std::move(hostTensors_)] {
     runCompiledKernel(*kernel, words.data());

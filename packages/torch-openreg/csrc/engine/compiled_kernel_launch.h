@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace torch_openreg {
 
@@ -77,6 +78,8 @@ class CompiledLaunchArguments {
   c10::DeviceIndex device_ = -1;
   c10::SmallVector<uint64_t, 8> words_;
   c10::SmallVector<at::Tensor, 1> hostTensors_;
+  // The device tensors by kind, for the race detector (only in that mode).
+  std::vector<at::Tensor> reads_, writes_;
 };
 
 // Adds the `_CompiledKernel` class and `_current_raw_stream` to module `_C`.

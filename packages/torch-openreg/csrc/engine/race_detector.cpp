@@ -213,6 +213,9 @@ class RaceDetector final : public StreamOrderObserver {
   void memoryAllocated(const void* pointer, size_t bytes) override;
   void memoryFreed(const void* pointer) override;
   void streamRecorded(const void* pointer, const c10::Stream& stream) override;
+  void workLaunched(const void* work, const char* operation, const c10::Stream& stream,
+                    c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes) override;
+  void workReleased(const void* work) override;
 
   RaceStatistics statistics();
   std::vector<std::string> reports();
@@ -224,6 +227,9 @@ class RaceDetector final : public StreamOrderObserver {
   Allocation& allocationOf(const at::Tensor& tensor);
   Allocation& adopt(uintptr_t begin, uintptr_t end);
   bool orderedBefore(const Access& earlier, uint32_t stream) const;
+  uint32_t recordLaunch(const std::shared_ptr<const Launch>& launch,
+                        c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes,
+                        std::vector<PendingReport>& found);
   void access(Allocation& allocation, Access access, std::vector<PendingReport>& found);
   void forget(std::vector<Access>& history);
   void publish(std::vector<PendingReport>& found);
@@ -275,10 +281,14 @@ Allocation& RaceDetector::adopt(uintptr_t begin, uintptr_t end) {
     }
     forget(old.history);
     for (const Access& a : old.history) {
-      if (overlaps(a.begin, a.end, begin, end)) {
-        allocation.history.push_back(a);
-        allocation.history.back().ofFreedTensor = true;
-      }
+      if (!overlaps(a.begin, a.end, begin, end)) continue;
+      // Only the bytes the new owner can reach: its first access covering
+      // them then settles the inherited access (see access()).
+      Access inherited = a;
+      inherited.begin = std::max(a.begin, begin);
+      inherited.end = std::min(a.end, end);
+      inherited.ofFreedTensor = true;
+      allocation.history.push_back(std::move(inherited));
     }
     const bool covered = old.begin >= begin && old.end <= end;
     it = covered || old.history.empty() ? freed_.erase(it) : std::next(it);
@@ -305,9 +315,15 @@ void RaceDetector::access(Allocation& allocation, Access current,
   }
   // What the new access makes redundant: its own stream's earlier accesses to
   // the same bytes, and (for a write) anything ordered before it that it covers.
+  // An access of the freed tensor serves only to check the new owner's first
+  // access to its bytes: once that was checked against it (one of the two
+  // writes, or the new access is ordered after it), it was reported or found
+  // ordered, and later work on this memory is checked against the new
+  // owner's own accesses instead — never again against the freed tensor.
   auto subsumed = [&](const Access& a) {
     const bool covered = a.begin >= current.begin && a.end <= current.end;
     if (!covered) return false;
+    if (a.ofFreedTensor) return a.write || current.write || orderedBefore(a, current.stream);
     if (a.stream == current.stream) return current.write || !a.write;
     return current.write && orderedBefore(a, current.stream);
   };
@@ -347,24 +363,53 @@ void RaceDetector::check(const std::string& operation, const c10::Stream& stream
   std::vector<PendingReport> found;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const uint32_t index = indexOf(stream);
-    Clock& clock = clocks_[index];
-    merge(clock, host_);
-    if (clock.size() <= index) clock.resize(index + 1, 0);
-    const uint64_t step = ++clock[index];
-    ++statistics_.checkedLaunches;
-    auto visit = [&](const at::Tensor& tensor, bool write) {
-      if (!tracked(tensor)) return;
-      const auto [begin, end] = byteRange(tensor);
-      access(allocationOf(tensor),
-             Access{index, step, begin, end, write, false, launch, sizesOf(tensor),
-                    tensor.scalar_type()},
-             found);
-    };
-    for (const at::Tensor& tensor : writes) visit(tensor, true);
-    for (const at::Tensor& tensor : reads) visit(tensor, false);
+    recordLaunch(launch, reads, writes, found);
   }
   publish(found);
+}
+
+// One step of the launch's stream, its accesses checked and recorded; the
+// stream's index. The caller holds the mutex.
+uint32_t RaceDetector::recordLaunch(const std::shared_ptr<const Launch>& launch,
+                                    c10::ArrayRef<at::Tensor> reads,
+                                    c10::ArrayRef<at::Tensor> writes,
+                                    std::vector<PendingReport>& found) {
+  const uint32_t index = indexOf(launch->stream);
+  Clock& clock = clocks_[index];
+  merge(clock, host_);
+  if (clock.size() <= index) clock.resize(index + 1, 0);
+  const uint64_t step = ++clock[index];
+  ++statistics_.checkedLaunches;
+  auto visit = [&](const at::Tensor& tensor, bool write) {
+    if (!tracked(tensor)) return;
+    const auto [begin, end] = byteRange(tensor);
+    access(allocationOf(tensor),
+           Access{index, step, begin, end, write, false, launch, sizesOf(tensor),
+                  tensor.scalar_type()},
+           found);
+  };
+  for (const at::Tensor& tensor : writes) visit(tensor, true);
+  for (const at::Tensor& tensor : reads) visit(tensor, false);
+  return index;
+}
+
+// A collective: checked like a kernel, and its handle remembers the stream's
+// clock after it, as an event recorded right after it would.
+void RaceDetector::workLaunched(const void* work, const char* operation, const c10::Stream& stream,
+                                c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes) {
+  if (insideKernel()) return;
+  auto launch = std::make_shared<Launch>(Launch{operation, stream, captureStack()});
+  std::vector<PendingReport> found;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_[work] = clocks_[recordLaunch(launch, reads, writes, found)];
+  }
+  publish(found);
+}
+
+void RaceDetector::workReleased(const void* work) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.erase(work);
 }
 
 void RaceDetector::recordResults(const std::string& operation, const c10::Stream& stream,

@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "base/address_ranges.h"
+#include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/device_activity.h"
 #include "base/runtime_check.h"
@@ -165,17 +166,18 @@ class OpenRegWork final : public c10d::Work {
         held_(std::move(held)),
         blocksHost_(blocksHost),
         future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
+  ~OpenRegWork() override { notifyStreamOrder(&StreamOrderObserver::workReleased, this); }
 
   // As on CUDA: the caller's current stream waits for the collective; the
   // host only blocks for a barrier. A failure already known is raised here.
   bool wait(std::chrono::milliseconds timeout) override {
     if (blocksHost_) return waitOnHost(timeout);
     rethrowFailure();
-    joinStream(currentStream(device_));
+    joinCurrentStream();
     return true;
   }
-  void synchronize() override { joinStream(currentStream(device_)); }
-  void blockCurrentStream() override { joinStream(currentStream(device_)); }
+  void synchronize() override { joinCurrentStream(); }
+  void blockCurrentStream() override { joinCurrentStream(); }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   int sourceRank() const override {
@@ -229,7 +231,16 @@ class OpenRegWork final : public c10d::Work {
       }
     }
     rethrowFailure();
+    notifyStreamOrder(&StreamOrderObserver::eventSynchronized, this);
     return true;
+  }
+
+  // The race detector learns the order too (the collective's accesses were
+  // reported on the stream it was issued on, with this Work as the handle).
+  void joinCurrentStream() {
+    const c10::Stream stream = currentStream(device_);
+    notifyStreamOrder(&StreamOrderObserver::streamWaitedForEvent, stream, this);
+    joinStream(stream);
   }
 
   // Later work on `stream` runs after the collective; a failure becomes the
@@ -482,6 +493,22 @@ Placement placementOf(const std::string& what, const std::vector<at::Tensor>& te
   return Placement{};
 }
 
+// The single-tensor collectives between one rank's part and the world's whole
+// (all_gather_into_tensor: output is the whole; reduce_scatter_tensor: input
+// is): the whole holds world size times the part's elements, of one dtype.
+void checkWorldSizedPair(const char* name, const at::Tensor& input, const at::Tensor& output,
+                         bool outputIsWhole, int worldSize) {
+  const at::Tensor& whole = outputIsWhole ? output : input;
+  const at::Tensor& part = outputIsWhole ? input : output;
+  TORCH_CHECK(whole.numel() == part.numel() * worldSize, kProcessGroupBackendName, ": ", name,
+              " needs an ", outputIsWhole ? "output" : "input", " of world size (", worldSize,
+              ") times the ", outputIsWhole ? "input" : "output", "'s ", part.numel(),
+              " elements, got ", whole.numel());
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), kProcessGroupBackendName, ": ", name,
+              " needs input and output of one dtype, got ", input.scalar_type(), " and ",
+              output.scalar_type());
+}
+
 }  // namespace
 
 // ---- The backend ------------------------------------------------------------------------
@@ -537,14 +564,21 @@ void ProcessGroupOpenReg::shutdown() { gloo_->shutdown(); }
 
 namespace {
 
-// One call: its description, the tensors it reads and writes, what Work::result()
-// returns, and how to call Gloo given the tensors Gloo may see.
+// One call: its description and the tensors it reads and writes (the written
+// ones are what Work::result() returns).
 struct CallSpec {
   c10d::OpType type;
   std::string name;
-  std::vector<at::Tensor> tensors;
-  std::vector<at::Tensor> outputs;
+  std::vector<at::Tensor> reads;
+  std::vector<at::Tensor> writes;
   bool blocksHost = false;
+
+  // Every tensor of the call, which the Work holds until Gloo is done.
+  std::vector<at::Tensor> tensors() const {
+    std::vector<at::Tensor> all = reads;
+    all.insert(all.end(), writes.begin(), writes.end());
+    return all;
+  }
 };
 
 }  // namespace
@@ -556,7 +590,8 @@ static c10::intrusive_ptr<c10d::Work> launch(ProcessGroupOpenReg::Engine& engine
                                              c10d::Backend& gloo, CallSpec spec,
                                              std::optional<c10::DeviceIndex> barrierDevice,
                                              MakeCall&& makeCall) {
-  Placement placement = placementOf(spec.name, spec.tensors);
+  std::vector<at::Tensor> held = spec.tensors();
+  Placement placement = placementOf(spec.name, held);
   if (!placement.device && barrierDevice) placement.device = barrierDevice;
   if (!placement.device) {
     GlooView passThrough(std::nullopt);
@@ -569,10 +604,13 @@ static c10::intrusive_ptr<c10d::Work> launch(ProcessGroupOpenReg::Engine& engine
   const std::string description =
       spec.name + " on openreg:" + std::to_string(static_cast<int>(device));
   auto work = c10::make_intrusive<OpenRegWork>(engine.rank, spec.type, description, device,
-                                               std::move(spec.outputs), std::move(spec.tensors),
-                                               spec.blocksHost);
+                                               spec.writes, std::move(held), spec.blocksHost);
   markDeviceUsed(device);
   const c10::Stream stream = currentStream(device);
+  // Before the collective is queued: in error mode a race raises here.
+  const std::string operation = std::string(kProcessGroupBackendName) + " " + spec.name;
+  notifyStreamOrder(&StreamOrderObserver::workLaunched, work.get(), operation.c_str(), stream,
+                    c10::ArrayRef<at::Tensor>(spec.reads), c10::ArrayRef<at::Tensor>(spec.writes));
   auto shared = engine.shared_from_this();
   std::lock_guard<std::mutex> order(engine.hostOrder);
   const uint64_t ticket = engine.nextTicket++;
@@ -636,11 +674,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::reduce(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  std::vector<at::Tensor> all = inputs;
-  collect(all, outputs);
   std::vector<at::Tensor> results;
   collect(results, outputs);
-  return launch(*engine_, *gloo_, {c10d::OpType::ALLGATHER, "all_gather", all, results},
+  return launch(*engine_, *gloo_, {c10d::OpType::ALLGATHER, "all_gather", inputs, results},
                 std::nullopt, [&](GlooView& view) -> GlooCall {
                   return [outputs = view.of(outputs), inputs = view.of(inputs),
                           opts](c10d::Backend& gloo) mutable {
@@ -651,32 +687,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::allgather(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::all_gather_single(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(output.numel() == input.numel() * getSize(), kProcessGroupBackendName,
-              ": all_gather_into_tensor needs an output of world size (", getSize(),
-              ") times the input's ", input.numel(), " elements, got ", output.numel());
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), kProcessGroupBackendName,
-              ": all_gather_into_tensor needs input and output of one dtype, got ",
-              input.scalar_type(), " and ", output.scalar_type());
-  return launch(
-      *engine_, *gloo_,
-      {c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output, input}, {output}},
-      std::nullopt, [&](GlooView& view) -> GlooCall {
-        return
-            [output = view.of(output), input = view.of(input), opts](c10d::Backend& gloo) mutable {
-              return gloo.all_gather_single(output, input, opts);
-            };
-      });
+  checkWorldSizedPair("all_gather_into_tensor", input, output, /*outputIsWhole=*/true, getSize());
+  return launch(*engine_, *gloo_,
+                {c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {input}, {output}},
+                std::nullopt, [&](GlooView& view) -> GlooCall {
+                  return [output = view.of(output), input = view.of(input),
+                          opts](c10d::Backend& gloo) mutable {
+                    return gloo.all_gather_single(output, input, opts);
+                  };
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  std::vector<at::Tensor> all = inputs;
-  collect(all, outputs);
   std::vector<at::Tensor> results;
   collect(results, outputs);
   return launch(*engine_, *gloo_,
-                {c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", all, results},
+                {c10d::OpType::ALLGATHER_COALESCED, "all_gather_coalesced", inputs, results},
                 std::nullopt, [&](GlooView& view) -> GlooCall {
                   return [outputs = view.of(outputs), inputs = view.of(inputs),
                           opts](c10d::Backend& gloo) mutable {
@@ -688,11 +716,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::all_gather_single_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  std::vector<at::Tensor> all = inputs;
-  collect(all, outputs);
   return launch(*engine_, *gloo_,
                 {c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, "all_gather_into_tensor_coalesced",
-                 all, outputs},
+                 inputs, outputs},
                 std::nullopt, [&](GlooView& view) -> GlooCall {
                   return [outputs = view.of(outputs), inputs = view.of(inputs),
                           opts](c10d::Backend& gloo) mutable {
@@ -704,11 +730,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::all_gather_single_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
-  std::vector<at::Tensor> all = inputs;
-  collect(all, outputs);
   std::vector<at::Tensor> results;
   collect(results, outputs);
-  return launch(*engine_, *gloo_, {c10d::OpType::GATHER, "gather", all, results}, std::nullopt,
+  return launch(*engine_, *gloo_, {c10d::OpType::GATHER, "gather", inputs, results}, std::nullopt,
                 [&](GlooView& view) -> GlooCall {
                   return [outputs = view.of(outputs), inputs = view.of(inputs),
                           opts](c10d::Backend& gloo) mutable {
@@ -720,9 +744,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::gather(
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
-  std::vector<at::Tensor> all = outputs;
-  collect(all, inputs);
-  return launch(*engine_, *gloo_, {c10d::OpType::SCATTER, "scatter", all, outputs}, std::nullopt,
+  std::vector<at::Tensor> read;
+  collect(read, inputs);
+  return launch(*engine_, *gloo_, {c10d::OpType::SCATTER, "scatter", read, outputs}, std::nullopt,
                 [&](GlooView& view) -> GlooCall {
                   return [outputs = view.of(outputs), inputs = view.of(inputs),
                           opts](c10d::Backend& gloo) mutable {
@@ -734,9 +758,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::scatter(
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  std::vector<at::Tensor> all = outputs;
-  collect(all, inputs);
-  return launch(*engine_, *gloo_, {c10d::OpType::REDUCE_SCATTER, "reduce_scatter", all, outputs},
+  std::vector<at::Tensor> read;
+  collect(read, inputs);
+  return launch(*engine_, *gloo_, {c10d::OpType::REDUCE_SCATTER, "reduce_scatter", read, outputs},
                 std::nullopt, [&](GlooView& view) -> GlooCall {
                   return [outputs = view.of(outputs), inputs = view.of(inputs),
                           opts](c10d::Backend& gloo) mutable {
@@ -747,31 +771,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::reduce_scatter_single(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(input.numel() == output.numel() * getSize(), kProcessGroupBackendName,
-              ": reduce_scatter_tensor needs an input of world size (", getSize(),
-              ") times the output's ", output.numel(), " elements, got ", input.numel());
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), kProcessGroupBackendName,
-              ": reduce_scatter_tensor needs input and output of one dtype, got ",
-              input.scalar_type(), " and ", output.scalar_type());
-  return launch(
-      *engine_, *gloo_,
-      {c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output, input}, {output}},
-      std::nullopt, [&](GlooView& view) -> GlooCall {
-        return
-            [output = view.of(output), input = view.of(input), opts](c10d::Backend& gloo) mutable {
-              return gloo.reduce_scatter_single(output, input, opts);
-            };
-      });
+  checkWorldSizedPair("reduce_scatter_tensor", input, output, /*outputIsWhole=*/false, getSize());
+  return launch(*engine_, *gloo_,
+                {c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {input}, {output}},
+                std::nullopt, [&](GlooView& view) -> GlooCall {
+                  return [output = view.of(output), input = view.of(input),
+                          opts](c10d::Backend& gloo) mutable {
+                    return gloo.reduce_scatter_single(output, input, opts);
+                  };
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::reduce_scatter_single_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  std::vector<at::Tensor> all = inputs;
-  collect(all, outputs);
   return launch(*engine_, *gloo_,
                 {c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced",
-                 all, outputs},
+                 inputs, outputs},
                 std::nullopt, [&](GlooView& view) -> GlooCall {
                   return [outputs = view.of(outputs), inputs = view.of(inputs),
                           opts](c10d::Backend& gloo) mutable {
@@ -783,23 +799,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::reduce_scatter_single_coales
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::all_to_all_single(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
     std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& opts) {
-  return launch(*engine_, *gloo_,
-                {c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output, input}, {output}},
-                std::nullopt, [&](GlooView& view) -> GlooCall {
-                  return [output = view.of(output), input = view.of(input), outputSplitSizes,
-                          inputSplitSizes, opts](c10d::Backend& gloo) mutable {
-                    return gloo.all_to_all_single(output, input, outputSplitSizes, inputSplitSizes,
-                                                  opts);
-                  };
-                });
+  return launch(
+      *engine_, *gloo_, {c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {input}, {output}},
+      std::nullopt, [&](GlooView& view) -> GlooCall {
+        return [output = view.of(output), input = view.of(input), outputSplitSizes, inputSplitSizes,
+                opts](c10d::Backend& gloo) mutable {
+          return gloo.all_to_all_single(output, input, outputSplitSizes, inputSplitSizes, opts);
+        };
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::alltoall(std::vector<at::Tensor>& outputs,
                                                              std::vector<at::Tensor>& inputs,
                                                              const c10d::AllToAllOptions& opts) {
-  std::vector<at::Tensor> all = inputs;
-  collect(all, outputs);
-  return launch(*engine_, *gloo_, {c10d::OpType::ALLTOALL, "all_to_all", all, outputs},
+  return launch(*engine_, *gloo_, {c10d::OpType::ALLTOALL, "all_to_all", inputs, outputs},
                 std::nullopt, [&](GlooView& view) -> GlooCall {
                   return [outputs = view.of(outputs), inputs = view.of(inputs),
                           opts](c10d::Backend& gloo) mutable {
@@ -820,7 +833,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::send(std::vector<at::Tensor>
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::recv(std::vector<at::Tensor>& tensors,
                                                          int srcRank, int tag) {
-  CallSpec spec{c10d::OpType::RECV, "recv from rank " + std::to_string(srcRank), tensors, tensors};
+  CallSpec spec{c10d::OpType::RECV, "recv from rank " + std::to_string(srcRank), {}, tensors};
   return launch(*engine_, *gloo_, std::move(spec), std::nullopt, [&](GlooView& view) -> GlooCall {
     return [tensors = view.of(tensors), srcRank, tag](c10d::Backend& gloo) mutable {
       return gloo.recv(tensors, srcRank, tag);
@@ -830,7 +843,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::recv(std::vector<at::Tensor>
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::recvAnysource(std::vector<at::Tensor>& tensors,
                                                                   int tag) {
-  CallSpec spec{c10d::OpType::RECVANYSOURCE, "recv from any rank", tensors, tensors};
+  CallSpec spec{c10d::OpType::RECVANYSOURCE, "recv from any rank", {}, tensors};
   spec.blocksHost = true;  // the host wants the source rank right after wait()
   return launch(*engine_, *gloo_, std::move(spec), std::nullopt, [&](GlooView& view) -> GlooCall {
     return [tensors = view.of(tensors), tag](c10d::Backend& gloo) mutable {
