@@ -163,6 +163,8 @@ def test_stream_context_manager():
         assert torch.accelerator.current_stream() == stream
         result = torch.ones(3, device="openreg") + 1
     assert torch.accelerator.current_stream().stream_id == 0
+    # result is written on `stream`: the default stream (.cpu() below) must wait for it.
+    torch.accelerator.current_stream().wait_stream(stream)
     torch.testing.assert_close(result.cpu(), torch.full((3,), 2.0), rtol=0, atol=0)
 
 
