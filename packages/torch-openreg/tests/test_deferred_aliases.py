@@ -31,11 +31,13 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> float:
 @pytest.fixture(scope="module")
 def probe() -> Iterator[object]:
     """openreg_alias_test.shares(a, b) (with an out= overload) and mark_(target, source):
-    1.0 where the CPU kernel sees its two tensors share a storage, else 0.0."""
+    1.0 where the CPU kernel sees its two tensors share a storage, else 0.0;
+    identical(a, b): 1.0 where it sees one tensor passed twice."""
     library = torch.library.Library("openreg_alias_test", "DEF")
     library.define("shares(Tensor a, Tensor b) -> Tensor")
     library.define("shares.out(Tensor a, Tensor b, *, Tensor(a!) out) -> Tensor(a!)")
     library.define("mark_(Tensor(a!) target, Tensor source) -> Tensor(a!)")
+    library.define("identical(Tensor a, Tensor b) -> Tensor")
 
     def shares(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.full((), _same_storage(a, b))
@@ -46,10 +48,16 @@ def probe() -> Iterator[object]:
     def mark_(target: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
         return target.fill_(_same_storage(target, source))
 
+    def identical(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        # One TensorImpl is one Python object: `is` is at::Tensor::is_same().
+        return torch.full((), float(a is b))
+
     library.impl("shares", shares, "CPU")
     library.impl("shares.out", shares_out, "CPU")
     library.impl("mark_", mark_, "CPU")
+    library.impl("identical", identical, "CPU")
     library.impl("shares", lambda a, b: a.new_empty(()), "Meta")
+    library.impl("identical", lambda a, b: a.new_empty(()), "Meta")
     library.impl("shares.out", lambda a, b, *, out: out, "Meta")
     library.impl("mark_", lambda target, source: target, "Meta")
     yield torch.ops.openreg_alias_test
@@ -91,3 +99,9 @@ def test_out_into_a_view_of_an_input_shares_its_storage(probe):
     assert x[0].item() == 3.0
     queued(lambda: probe.shares(x, y, out=y[2:3]))
     assert y[2].item() == 0.0
+
+
+def test_one_tensor_passed_twice_is_one_alias(probe):
+    x = torch.arange(8.0, device="openreg")
+    assert queued(lambda: probe.identical(x, x)).item() == 1.0
+    assert queued(lambda: probe.identical(x, x[:])).item() == 0.0

@@ -158,9 +158,22 @@ size_t DeferredAliases::storageIndex(const c10::Storage& original) {
   return storages_.size() - 1;
 }
 
+int DeferredAliases::firstEntryOf(const at::TensorImpl* original) const {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].original == original) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 size_t DeferredAliases::record(const at::Tensor& tensor) {
   Entry entry;
-  if (isOpenReg(tensor)) {
+  const int first = isOpenReg(tensor) ? firstEntryOf(tensor.unsafeGetTensorImpl()) : -1;
+  if (first >= 0) {
+    entry.sameAs = first;
+    entry.storage = entries_[first].storage;
+    entry.layout = entries_[first].layout;
+  } else if (isOpenReg(tensor)) {
+    entry.original = tensor.unsafeGetTensorImpl();
     // Sparse and nested tensors are planned synchronously: never recorded.
     TORCH_CHECK(tensor.layout() == c10::kStrided && !tensor.is_nested(),
                 "openreg internal error: a ", tensor.layout(),
@@ -194,8 +207,9 @@ c10::SmallVector<at::Tensor, 4> DeferredAliases::materialize() const {
   }
   c10::SmallVector<at::Tensor, 4> aliases;
   for (const Entry& entry : entries_) {
-    if (entry.storage < 0) {
-      aliases.push_back(entry.kept);
+    if (entry.storage < 0 || entry.sameAs >= 0) {
+      at::Tensor reused = entry.sameAs >= 0 ? aliases[entry.sameAs] : entry.kept;
+      aliases.push_back(std::move(reused));
       continue;
     }
     at::Tensor alias = tensorOver(storages[entry.storage], c10::DispatchKey::CPU, entry.layout);

@@ -144,6 +144,10 @@ class DeferredAliases {
   };
   struct Entry {
     int storage = -1;  // index into storages_; -1: `kept` is used as it is
+    // The same tensor passed twice gets one alias, as alias() gives it (CPU
+    // kernels test is_same()): the index of its first entry, or -1.
+    int sameAs = -1;
+    const at::TensorImpl* original = nullptr;  // identity only, like StorageEntry's
     TensorLayout layout;
     bool conjugate = false;
     bool negative = false;
@@ -151,6 +155,7 @@ class DeferredAliases {
   };
 
   size_t storageIndex(const c10::Storage& original);
+  int firstEntryOf(const at::TensorImpl* original) const;
 
   // An operator has a handful of tensors: inline storage for four.
   c10::SmallVector<StorageEntry, 4> storages_;
