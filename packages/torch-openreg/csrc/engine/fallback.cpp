@@ -83,36 +83,51 @@ void applyArgumentLayouts(const Plan& plan, const Arguments& arguments) {
   }
 }
 
-// An operator call ready to run on the stream worker. It holds CPU aliases
-// (metadata over kernel-view addresses; they do not own device memory), so
-// device memory keeps the caller's lifetime and is reused in stream order,
-// as with CUDA's caching allocator, and the arguments' layouts are those of
-// the moment of the call.
+// An operator call ready to run on the stream worker. It holds descriptors
+// of the CPU aliases it runs on (DeferredAliases: the worker makes them when
+// the kernel runs, which keeps that cost off the caller's thread). They do
+// not own device memory, so device memory keeps the caller's lifetime and is
+// reused in stream order, as with CUDA's caching allocator, and the
+// arguments' layouts are those of the moment of the call.
 struct PreparedKernel {
   c10::OperatorHandle op;
   std::shared_ptr<const Plan> plan;
   c10::DispatchKeySet keys;
   bool useOutVariant = false;
-  std::vector<c10::IValue> cpuArguments;
-  // Operators have one or two outputs: inline storage saves heap allocations
-  // on every call.
-  c10::SmallVector<at::Tensor, 2> outputs;  // aliases of the preallocated outputs
-  c10::SmallVector<std::pair<at::Tensor, TensorLayout>, 2> mutated;  // aliases and their layouts
-  c10::SmallVector<TensorLayout, 2> outputLayouts;  // as allocated
-  c10::SmallVector<std::pair<void*, size_t>, 2> outputMemory;  // kernel-view address and bytes
+  // The CPU arguments with placeholders where the aliases go (recordCpuArgument).
+  std::vector<c10::IValue> argumentShapes;
+  // The arguments' tensors in order, then the preallocated outputs.
+  DeferredAliases aliases;
+  size_t firstOutput = 0;
+  // Entries of the arguments the operator writes in place.
+  c10::SmallVector<size_t, 2> mutated;
 
-  void run() {
-    if (!useOutVariant || !runOutVariant()) runFunctional();
-    checkMutatedLayouts();
+  void run() const {
+    const c10::SmallVector<at::Tensor, 4> made = aliases.materialize();
+    std::vector<c10::IValue> arguments;
+    arguments.reserve(argumentShapes.size());
+    size_t next = 0;
+    for (const c10::IValue& shape : argumentShapes) {
+      arguments.push_back(fillCpuArgument(shape, made, next));
+    }
+    const c10::ArrayRef<at::Tensor> outputs = c10::ArrayRef<at::Tensor>(made).slice(firstOutput);
+    if (!useOutVariant || !runOutVariant(arguments, outputs)) runFunctional(arguments, outputs);
+    checkMutatedLayouts(made);
   }
 
  private:
+  const TensorLayout& outputLayout(size_t index) const {
+    return aliases.layout(firstOutput + index);
+  }
+  void* outputData(size_t index) const { return aliases.memory(firstOutput + index).first; }
+
   // Writes straight into the outputs. Some out= kernels do not match their
   // functional form (they resize the out tensor, or expect another shape):
   // then this reports false, and the signature is not run that way again.
-  bool runOutVariant() {
+  bool runOutVariant(const std::vector<c10::IValue>& arguments,
+                     c10::ArrayRef<at::Tensor> outputs) const {
     if (!plan->outVariantFits.load(std::memory_order_relaxed)) return false;
-    torch::jit::Stack stack(cpuArguments.begin(), cpuArguments.end());
+    torch::jit::Stack stack(arguments.begin(), arguments.end());
     for (const at::Tensor& output : outputs) stack.emplace_back(output);
     try {
       plan->outVariant->redispatchBoxed(keys, &stack);
@@ -122,8 +137,7 @@ struct PreparedKernel {
       return false;
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
-      if (!outputLayouts[i].matches(outputs[i]) ||
-          outputs[i].storage().data() != outputMemory[i].first) {
+      if (!outputLayout(i).matches(outputs[i]) || outputs[i].storage().data() != outputData(i)) {
         plan->outVariantFits.store(false, std::memory_order_relaxed);
         return false;
       }
@@ -131,13 +145,14 @@ struct PreparedKernel {
     return true;
   }
 
-  void runFunctional() {
+  void runFunctional(const std::vector<c10::IValue>& arguments,
+                     c10::ArrayRef<at::Tensor> outputs) const {
     c10::SmallVector<at::Tensor, 2> targets;
     for (size_t i = 0; i < outputs.size(); ++i) {
-      targets.push_back(outputs[i].defined() ? pristineOutput(i) : at::Tensor());
+      targets.push_back(outputs[i].defined() ? pristineOutput(i, outputs[i]) : at::Tensor());
     }
     const OutputReservations reserved(targets, &plan->placement);
-    torch::jit::Stack results(cpuArguments.begin(), cpuArguments.end());
+    torch::jit::Stack results(arguments.begin(), arguments.end());
     op.redispatchBoxed(keys, &results);
     size_t next = 0;
     for (size_t i = 0; i < results.size(); ++i) {
@@ -149,21 +164,20 @@ struct PreparedKernel {
 
   // An out= kernel that failed may have re-pointed an output alias to memory
   // of its own: the functional result must land in the preallocated memory.
-  at::Tensor pristineOutput(size_t index) const {
-    const TensorLayout& layout = outputLayouts[index];
-    const auto& [data, bytes] = outputMemory[index];
-    if (outputs[index].storage().data() == data && layout.matches(outputs[index])) {
-      return outputs[index];
-    }
+  at::Tensor pristineOutput(size_t index, const at::Tensor& output) const {
+    const TensorLayout& layout = outputLayout(index);
+    const auto [data, bytes] = aliases.memory(firstOutput + index);
+    if (output.storage().data() == data && layout.matches(output)) return output;
     c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
                          c10::DataPtr(data, c10::Device(c10::DeviceType::CPU)), nullptr, false);
     return tensorOver(std::move(storage), c10::DispatchKey::CPU, layout);
   }
 
-  void checkMutatedLayouts() const {
-    for (const auto& [alias, layout] : mutated) {
+  void checkMutatedLayouts(c10::ArrayRef<at::Tensor> made) const {
+    for (const size_t index : mutated) {
       TORCH_CHECK(
-          layout.matches(alias), "openreg: the CPU kernel of ", op.schema().name(),
+          aliases.layout(index).matches(made[index]), "openreg: the CPU kernel of ",
+          op.schema().name(),
           " changed the shape or strides of an argument it writes in place, which openreg "
           "cannot do asynchronously; please report this operator (it needs a native kernel)");
     }
@@ -201,32 +215,27 @@ std::optional<Arguments> snapshotHostTensors(const Arguments& arguments) {
   return snapshot;
 }
 
+// Records the call for the worker: no alias is made here (see PreparedKernel).
 std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arguments& arguments,
                                         c10::ArrayRef<at::Tensor> outputs, c10::DeviceIndex device,
                                         std::shared_ptr<const Plan> plan) {
   const c10::FunctionSchema& schema = op.schema();
   auto kernel =
       std::make_shared<PreparedKernel>(PreparedKernel{op, std::move(plan), cpuKeysFor(arguments)});
-  kernel->cpuArguments.reserve(arguments.size());
-  KernelContext context(device);
+  kernel->argumentShapes.reserve(arguments.size());
   for (size_t i = 0; i < arguments.size(); ++i) {
-    kernel->cpuArguments.push_back(toCpuArgument(arguments[i], schema.arguments()[i], context));
+    kernel->argumentShapes.push_back(
+        recordCpuArgument(arguments[i], schema.arguments()[i], kernel->aliases, device));
     if (isMutable(schema.arguments()[i]) && arguments[i].isTensor() &&
         arguments[i].toTensor().defined()) {
-      const at::Tensor alias = kernel->cpuArguments.back().toTensor();
-      kernel->mutated.emplace_back(alias, TensorLayout::of(alias));
+      kernel->mutated.push_back(kernel->aliases.size() - 1);
     }
   }
   const bool allDefined =
       std::all_of(outputs.begin(), outputs.end(), [](const at::Tensor& t) { return t.defined(); });
   kernel->useOutVariant = kernel->plan->outVariant.has_value() && !outputs.empty() && allDefined;
-  for (const at::Tensor& output : outputs) {
-    const at::Tensor alias = context.alias(output);
-    kernel->outputs.push_back(alias);
-    kernel->outputLayouts.push_back(TensorLayout::of(alias));
-    kernel->outputMemory.emplace_back(alias.defined() ? alias.storage().mutable_data() : nullptr,
-                                      alias.defined() ? alias.storage().nbytes() : 0);
-  }
+  kernel->firstOutput = kernel->aliases.size();
+  for (const at::Tensor& output : outputs) kernel->aliases.record(output);
   return kernel;
 }
 

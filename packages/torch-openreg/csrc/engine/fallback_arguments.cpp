@@ -112,18 +112,17 @@ c10::DeviceIndex findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IV
   return resolver.resolve();
 }
 
-// Argument conversion: openreg tensors -> aliases, devices -> CPU, generators
-// -> their CPU engines (the device's default one when none is given).
-c10::IValue toCpuArgument(const c10::IValue& value, const c10::Argument& argument,
-                          KernelContext& context) {
-  if (value.isTensor() || value.isList()) {
-    return mapTensors(value, [&](const at::Tensor& tensor) { return context.alias(tensor); });
-  }
+namespace {
+
+// Non-tensor arguments: openreg devices -> CPU, generators -> their CPU
+// engines (the device's default one when none is given).
+c10::IValue toCpuValue(const c10::IValue& value, const c10::Argument& argument,
+                       c10::DeviceIndex device) {
   if (value.isDevice() && value.toDevice().type() == c10::DeviceType::PrivateUse1) {
     return c10::Device(c10::DeviceType::CPU);
   }
   if (isGeneratorType(argument.type())) {
-    if (value.isNone()) return engineOf(defaultGenerator(context.device()));
+    if (value.isNone()) return engineOf(defaultGenerator(device));
     const at::Generator& generator = value.toGenerator();
     TORCH_CHECK(generator.device().type() == c10::DeviceType::PrivateUse1,
                 "Expected a 'openreg' device type for generator but found '",
@@ -131,6 +130,32 @@ c10::IValue toCpuArgument(const c10::IValue& value, const c10::Argument& argumen
     return engineOf(generator);
   }
   return value;
+}
+
+}  // namespace
+
+c10::IValue toCpuArgument(const c10::IValue& value, const c10::Argument& argument,
+                          KernelContext& context) {
+  if (value.isTensor() || value.isList()) {
+    return mapTensors(value, [&](const at::Tensor& tensor) { return context.alias(tensor); });
+  }
+  return toCpuValue(value, argument, context.device());
+}
+
+c10::IValue recordCpuArgument(const c10::IValue& value, const c10::Argument& argument,
+                              DeferredAliases& aliases, c10::DeviceIndex device) {
+  if (value.isTensor() || value.isList()) {
+    return mapTensors(value, [&](const at::Tensor& tensor) {
+      aliases.record(tensor);
+      return at::Tensor();
+    });
+  }
+  return toCpuValue(value, argument, device);
+}
+
+c10::IValue fillCpuArgument(const c10::IValue& shape, c10::ArrayRef<at::Tensor> aliases,
+                            size_t& next) {
+  return mapTensors(shape, [&](const at::Tensor& /*placeholder*/) { return aliases[next++]; });
 }
 
 c10::IValue fromCpuResult(const c10::IValue& value, KernelContext& context) {

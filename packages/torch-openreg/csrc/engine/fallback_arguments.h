@@ -48,6 +48,15 @@ c10::DeviceIndex findDevice(const c10::OperatorHandle& op, c10::ArrayRef<c10::IV
 // one when none is given).
 c10::IValue toCpuArgument(const c10::IValue& value, const c10::Argument& argument,
                           KernelContext& context);
+// The same for a kernel launched asynchronously: tensors are recorded in
+// `aliases` (in mapTensors order) and replaced by undefined placeholders,
+// which the worker fills with the aliases made there (fillCpuArgument).
+c10::IValue recordCpuArgument(const c10::IValue& value, const c10::Argument& argument,
+                              DeferredAliases& aliases, c10::DeviceIndex device);
+// The argument recorded as `shape`, with its tensors taken from `aliases`
+// starting at `next` (advanced past them).
+c10::IValue fillCpuArgument(const c10::IValue& shape, c10::ArrayRef<at::Tensor> aliases,
+                            size_t& next);
 // A CPU result as an openreg value (see KernelContext::adopt).
 c10::IValue fromCpuResult(const c10::IValue& value, KernelContext& context);
 

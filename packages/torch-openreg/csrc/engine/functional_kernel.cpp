@@ -67,15 +67,21 @@ std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at
   if (ticket.firstCall()) return runFirstCall(launch, inputs, function, ticket);
   if (ticket.plan->synchronous) return runNow(launch, inputs, function);
 
+  // The aliases are made on the worker (DeferredAliases): inputs, then outputs.
   std::shared_ptr<const Plan> plan = ticket.plan;
-  KernelContext context(launch.device);
-  std::vector<at::Tensor> outputs, inputAliases, outputAliases;
-  for (const at::Tensor& input : inputs) inputAliases.push_back(context.alias(input));
+  DeferredAliases aliases;
+  std::vector<at::Tensor> outputs;
+  for (const at::Tensor& input : inputs) aliases.record(input);
   for (const Plan::Result& result : plan->results) {
     outputs.push_back(emptyWithLayout(result.layout, launch));
-    outputAliases.push_back(context.alias(outputs.back()));
+    aliases.record(outputs.back());
   }
-  launchOnDevice(launch, [inputAliases, outputAliases, function = std::move(function), plan] {
+  launchOnDevice(launch, [aliases = std::move(aliases), inputCount = inputs.size(),
+                          function = std::move(function), plan] {
+    const c10::SmallVector<at::Tensor, 4> made = aliases.materialize();
+    const std::vector<at::Tensor> inputAliases(made.begin(), made.begin() + inputCount);
+    const c10::ArrayRef<at::Tensor> outputAliases =
+        c10::ArrayRef<at::Tensor>(made).slice(inputCount);
     const OutputReservations reserved(outputAliases, &plan->placement);
     const std::vector<at::Tensor> results = function(inputAliases);
     for (size_t i = 0; i < outputAliases.size(); ++i) reserved.place(i, results[i]);

@@ -144,4 +144,80 @@ void KernelContext::writeBack(const at::Tensor& original) {
   }
 }
 
+// ---- Deferred aliases ----------------------------------------------------------
+
+size_t DeferredAliases::storageIndex(const c10::Storage& original) {
+  const c10::StorageImpl* identity = original.unsafeGetStorageImpl();
+  for (size_t i = 0; i < storages_.size(); ++i) {
+    if (storages_[i].original == identity) return i;
+  }
+  void* kernelData = original.data() == nullptr
+                         ? nullptr
+                         : toKernelView(original.data(), original.device().index());
+  storages_.push_back(StorageEntry{identity, kernelData, original.nbytes()});
+  return storages_.size() - 1;
+}
+
+int DeferredAliases::firstEntryOf(const at::TensorImpl* original) const {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].original == original) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+size_t DeferredAliases::record(const at::Tensor& tensor) {
+  Entry entry;
+  const int first = isOpenReg(tensor) ? firstEntryOf(tensor.unsafeGetTensorImpl()) : -1;
+  if (first >= 0) {
+    entry.sameAs = first;
+    entry.storage = entries_[first].storage;
+    entry.layout = entries_[first].layout;
+  } else if (isOpenReg(tensor)) {
+    entry.original = tensor.unsafeGetTensorImpl();
+    // Sparse and nested tensors are planned synchronously: never recorded.
+    TORCH_CHECK(tensor.layout() == c10::kStrided && !tensor.is_nested(),
+                "openreg internal error: a ", tensor.layout(),
+                " tensor reached an asynchronous kernel");
+    checkStorageCovers(tensor);
+    entry.storage = static_cast<int>(storageIndex(tensor.storage()));
+    entry.layout = TensorLayout::of(tensor);
+    entry.conjugate = tensor.is_conj();
+    entry.negative = tensor.is_neg();
+  } else {
+    entry.kept = tensor;
+  }
+  entries_.push_back(std::move(entry));
+  return entries_.size() - 1;
+}
+
+std::pair<void*, size_t> DeferredAliases::memory(size_t index) const {
+  const int storage = entries_[index].storage;
+  if (storage < 0) return {nullptr, 0};
+  return {storages_[storage].kernelData, storages_[storage].nbytes};
+}
+
+c10::SmallVector<at::Tensor, 4> DeferredAliases::materialize() const {
+  // One CPU storage per device storage: aliasing is kept. Resizable with the
+  // kernel allocator, like alias()'s (an out= kernel may resize its output).
+  c10::SmallVector<c10::Storage, 4> storages;
+  for (const StorageEntry& entry : storages_) {
+    storages.emplace_back(c10::Storage::use_byte_size_t(), entry.nbytes,
+                          c10::DataPtr(entry.kernelData, c10::Device(c10::DeviceType::CPU)),
+                          kernelAllocator(), /*resizable=*/true);
+  }
+  c10::SmallVector<at::Tensor, 4> aliases;
+  for (const Entry& entry : entries_) {
+    if (entry.storage < 0 || entry.sameAs >= 0) {
+      at::Tensor reused = entry.sameAs >= 0 ? aliases[entry.sameAs] : entry.kept;
+      aliases.push_back(std::move(reused));
+      continue;
+    }
+    at::Tensor alias = tensorOver(storages[entry.storage], c10::DispatchKey::CPU, entry.layout);
+    alias.unsafeGetTensorImpl()->_set_conj(entry.conjugate);
+    alias.unsafeGetTensorImpl()->_set_neg(entry.negative);
+    aliases.push_back(std::move(alias));
+  }
+  return aliases;
+}
+
 }  // namespace torch_openreg

@@ -2,8 +2,10 @@
 //
 // Inside stream work, an openreg tensor is reached through a CPU tensor that
 // views the same bytes at their kernel-view address (alias). CPU kernels run
-// on aliases unchanged. Aliases are metadata: they do not own device memory
-// and may be made when work is enqueued; only the work dereferences them.
+// on aliases unchanged. Aliases are metadata: they do not own device memory;
+// only the work dereferences them. Synchronous work makes them on the worker
+// (KernelContext); asynchronous work has the host record descriptors and the
+// worker make the aliases when it runs (DeferredAliases, below).
 // After a synchronous kernel, the context maps CPU results back:
 //   * a result viewing an input's alias storage -> a view of that input;
 //   * a result allocated during the kernel (device memory, see
@@ -20,6 +22,8 @@
 
 #include <utility>
 #include <vector>
+
+#include "engine/tensor_layout.h"
 
 namespace torch_openreg {
 
@@ -97,6 +101,65 @@ class KernelContext {
   SmallMap<const at::TensorImpl*, at::Tensor> aliasOfTensor_;
   // Empty (no allocation) for the dense operators that are the common case.
   std::vector<SparseAlias> sparseAliases_;
+};
+
+// CPU aliases described on the caller's thread and made on the stream worker.
+//
+// An asynchronous kernel needs its aliases only when it runs. Making them at
+// launch (a StorageImpl and a TensorImpl per tensor) was a large share of the
+// caller's cost per operator, so the caller records instead what each alias
+// will be: the kernel-view address and size of its storage, the tensor's
+// layout at the moment of the call, and which recorded tensors share a
+// storage on the device. The worker makes the aliases from that
+// (materialize()). Tensors that share a storage on the device get aliases
+// sharing one CPU storage, exactly as KernelContext::alias() gives them, so a
+// kernel sees the arguments' aliasing (an in-place operator on a view of its
+// input, out= into a view of an input). Values that are not openreg tensors
+// (host snapshots, wrapped numbers, undefined tensors) are kept as they are.
+// Like aliases, the descriptors do not own device memory: its lifetime stays
+// the caller's tensors', and the caching allocator reuses it in stream order.
+class DeferredAliases {
+ public:
+  // Records the alias-to-be of `tensor` and returns its index. Raises on the
+  // caller, at launch, for what alias() would refuse (the storage does not
+  // cover the tensor, memory that is not openreg memory, a sparse or nested
+  // tensor: their operators run synchronously through KernelContext).
+  size_t record(const at::Tensor& tensor);
+
+  size_t size() const { return entries_.size(); }
+  // The layout recorded for entry `index` (undefined for kept values).
+  const TensorLayout& layout(size_t index) const { return entries_[index].layout; }
+  // The kernel-view address and size of entry `index`'s storage (null, 0 for
+  // kept values).
+  std::pair<void*, size_t> memory(size_t index) const;
+
+  // On the worker: the aliases (and kept values), in recording order.
+  c10::SmallVector<at::Tensor, 4> materialize() const;
+
+ private:
+  struct StorageEntry {
+    const c10::StorageImpl* original;  // identity only: never dereferenced after record()
+    void* kernelData;
+    size_t nbytes;
+  };
+  struct Entry {
+    int storage = -1;  // index into storages_; -1: `kept` is used as it is
+    // The same tensor passed twice gets one alias, as alias() gives it (CPU
+    // kernels test is_same()): the index of its first entry, or -1.
+    int sameAs = -1;
+    const at::TensorImpl* original = nullptr;  // identity only, like StorageEntry's
+    TensorLayout layout;
+    bool conjugate = false;
+    bool negative = false;
+    at::Tensor kept;
+  };
+
+  size_t storageIndex(const c10::Storage& original);
+  int firstEntryOf(const at::TensorImpl* original) const;
+
+  // An operator has a handful of tensors: inline storage for four.
+  c10::SmallVector<StorageEntry, 4> storages_;
+  c10::SmallVector<Entry, 4> entries_;
 };
 
 }  // namespace torch_openreg
