@@ -19,7 +19,7 @@ import pytest
 import torch
 from _async import HeldStream, held_stream, warm
 
-import torch_openreg  # noqa: F401  (registers the device)
+import torch_openreg  # registers the device; _C has the stream hold
 
 STREAMS_PER_PRIORITY = 32
 
@@ -433,3 +433,15 @@ def test_wait_stream_across_devices():
         consumer.synchronize()
         assert held.released
     assert producer.query() is True
+
+
+def test_a_hold_never_released_expires_and_fails_its_work():
+    # What tests/_async.py's held_stream relies on so that a broken test fails
+    # instead of hanging: a hold lets its stream go after its limit, failing that work.
+    stream = torch.openreg.Stream()
+    hold = torch_openreg._C._StreamHold(stream.stream_id, stream.device_index, 0.05)
+    with pytest.raises(RuntimeError, match=r"not released within 0\.05 s"):
+        stream.synchronize()
+    assert hold.expired
+    assert not hold.released
+    stream.synchronize()  # reported once; the stream keeps working
