@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import faulthandler
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -43,15 +44,19 @@ def test_rng_state_access_under_saved_tensor_hooks_does_not_deadlock(run_python)
     # the caller's thread-local state (hooks included, which needs the GIL), this hung
     # in 5 of 5 runs unless the wait released the GIL; kept as a regression test.
     result = run_python(
-        """
+        f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
         import torch
         import torch_openreg  # the test environments have no autoload shim
         from torch.utils.checkpoint import checkpoint
+        from _async import held_stream
         x = torch.randn(64, 64, device="openreg", requires_grad=True)
-        torch.openreg._sleep(500)  # the forward's kernels stay queued into the backward
-        out = checkpoint(lambda t: torch.nn.functional.dropout(t @ t, 0.5).sin(), x,
-                         use_reentrant=False)
-        out.sum().backward()
+        with held_stream() as held:
+            held.release_soon()  # the work queued from here waits until the host waits
+            out = checkpoint(lambda t: torch.nn.functional.dropout(t @ t, 0.5).sin(), x,
+                             use_reentrant=False)
+            out.sum().backward()
         print("done")
         """,
         timeout=60,

@@ -304,13 +304,14 @@ def test_record_stream_defers_reuse_until_that_streams_work_is_done(run_python):
         side = torch.openreg.Stream()
         a = u8(1000)
         first = a.data_ptr()
-        with torch.openreg.stream(side):
-            torch.openreg._sleep(300)    # the side stream is busy
+        # The side stream is busy until released (tests/_async.py's held_stream).
+        hold = torch_openreg._C._StreamHold(side.stream_id, side.device_index, 60.0)
         a.record_stream(side)
         del a
         pending = stats()["allocated_bytes.all.current"]  # still held for the side stream
         b = u8(1000)
         while_busy = b.data_ptr()
+        hold.release()
         side.synchronize()
         released = stats()["allocated_bytes.all.current"]
         c = u8(1000)

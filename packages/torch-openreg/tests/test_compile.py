@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from _async import held_default_stream
+from _async import held_stream, warm
 from torch import nn
 
 ATOL = 1e-5
@@ -233,7 +233,7 @@ def test_compiled_kernels_are_queued_on_the_stream(
     y = torch.randn(1000).to("openreg")
     stream = torch.openreg.current_stream()
     torch.openreg.synchronize()
-    with held_default_stream():
+    with held_stream(stream):
         result = pointwise(x, y)
         assert not stream.query()  # the host did not wait for the kernel
     torch.testing.assert_close(result.cpu(), _pointwise(x.cpu(), y.cpu()))
@@ -249,20 +249,21 @@ def test_compiled_and_eager_work_on_two_streams(
     main = torch.openreg.current_stream()
     base = torch.randn(1000)
     x = base.to("openreg")
-    torch.openreg.synchronize()
-    torch.openreg._sleep(100)  # the producer runs late on the main stream
-    y = x * 3
-    produced = main.record_event()
-    with torch.openreg.stream(side):
-        side.wait_event(produced)
-        z = pointwise(x, y)  # compiled, on the side stream
-        consumed = side.record_event()
-        torch.openreg._sleep(100)  # later side work must not matter
-    main.wait_event(consumed)
-    w = z + 1  # eager, on the main stream
-    z.record_stream(main)
+    warm(lambda: x * 3, lambda: x + 1)  # the eager calls below are then asynchronous
     expected = _pointwise(base, base * 3)
-    torch.testing.assert_close(w.cpu(), expected + 1)
+    with held_stream(main) as producer_late:  # the producer runs late on the main stream
+        y = x * 3
+        produced = main.record_event()
+        with torch.openreg.stream(side):
+            side.wait_event(produced)
+            z = pointwise(x, y)  # compiled, on the side stream
+            consumed = side.record_event()
+        with held_stream(side):  # later side work must not matter
+            main.wait_event(consumed)
+            w = z + 1  # eager, on the main stream
+            z.record_stream(main)
+            producer_late.release()
+            torch.testing.assert_close(w.cpu(), expected + 1)
 
 
 def test_compiled_kernel_on_second_device(
@@ -286,8 +287,8 @@ def test_error_in_compiled_kernel_surfaces_at_synchronization() -> None:
     good = torch.tensor([1, 2, 3], device="openreg")
     torch.testing.assert_close(compiled(table, good).cpu(), table.cpu()[good.cpu()] * 2)
     bad = torch.tensor([1, 2, 30], device="openreg")
-    torch.openreg._sleep(100)
-    result = compiled(table, bad)  # queued: no error yet
+    with held_stream():
+        result = compiled(table, bad)  # queued: no error yet
     with pytest.raises(RuntimeError, match="index out of bounds"):
         torch.openreg.synchronize()
     del result

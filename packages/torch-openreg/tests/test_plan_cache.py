@@ -13,13 +13,9 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 import torch.nn.functional as F
-from _async import warm
+from _async import held_stream, warm
 
 import torch_openreg  # registers the device; _C gives the plan cache statistics
-
-# Long enough that queued work is still pending when the next line of the test runs,
-# even on a loaded machine; the test waits for it at the end either way.
-SLOW_MS = 1000
 
 
 def busy() -> bool:
@@ -51,24 +47,28 @@ def conv_case(size: int) -> tuple[Callable[[], torch.Tensor], Callable[[], torch
 
 def test_first_call_of_a_functional_kernel_signature_is_synchronous():
     run, _ = conv_case(7)
-    torch.openreg._sleep(SLOW_MS)
-    run()  # a new signature: waits for the queued work, then runs the kernel
+    with held_stream() as held:
+        held.release_soon()
+        run()  # a new signature: waits for the queued work, then runs the kernel
+        assert held.released
     assert not busy()
 
 
 def test_later_calls_of_a_functional_kernel_signature_are_asynchronous():
     run, reference = conv_case(9)
     warm(run)
-    torch.openreg._sleep(SLOW_MS)
-    result = run()
-    assert busy()
+    with held_stream():
+        result = run()  # returns while the hold keeps its kernel queued
+        assert busy()
     torch.testing.assert_close(result.cpu(), reference())
 
 
 def test_first_call_of_an_operator_signature_is_synchronous():
     x = torch.randn(13, 5, device="openreg")
-    torch.openreg._sleep(SLOW_MS)
-    torch.atan2(x, x)
+    with held_stream() as held:
+        held.release_soon()
+        torch.atan2(x, x)
+        assert held.released
     assert not busy()
 
 

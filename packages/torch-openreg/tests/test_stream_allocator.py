@@ -8,21 +8,26 @@ with ``Tensor.record_stream``, which defers its reuse until that stream's
 queued work is done. ``empty_cache`` waits for the device before returning
 memory to the runtime.
 
-Pending work comes from ``torch.openreg._sleep`` (a deliberately slow kernel).
-Tensors of 12 MiB get a segment of their own (no splitting, no sharing), and
-``empty_cache`` first drops every other cached block, so which block an
-allocation receives is predictable.
+Pending work is queued behind a held stream (``held_stream``), so it is still
+pending when the test looks, however slowly the machine runs. Tensors of 12 MiB
+get a segment of their own (no splitting, no sharing), and ``empty_cache``
+first drops every other cached block, so which block an allocation receives is
+predictable.
 """
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 import pytest
 import torch
-from _async import warm
+from _async import HeldStream, held_stream, warm
 
 import torch_openreg  # noqa: F401  (registers the device)
 
-SLOW_MS = 200
 LARGE = 3 * 1024 * 1024  # float32 elements: 12 MiB, a segment of its own
 SMALL = 4096  # float32 elements: 16 KiB, cut from a shared small segment
 
@@ -46,15 +51,15 @@ def _warm_signatures(n: int) -> None:
 def test_freed_input_of_queued_kernel_is_not_corrupted_by_a_new_tensor():
     _warm_signatures(LARGE)
     torch.openreg.empty_cache()
-    torch.openreg._sleep(SLOW_MS)
-    a = torch.ones(LARGE, device="openreg")
-    b = a * 2  # queued: reads a later
-    freed = a.data_ptr()
-    del a
-    c = torch.empty(LARGE, device="openreg")
-    assert c.data_ptr() == freed  # same stream: reused at once (stream order protects it)
-    c.fill_(-1.0)
-    assert not torch.openreg.current_stream().query()
+    with held_stream():
+        a = torch.ones(LARGE, device="openreg")
+        b = a * 2  # queued: reads a later
+        freed = a.data_ptr()
+        del a
+        c = torch.empty(LARGE, device="openreg")
+        assert c.data_ptr() == freed  # same stream: reused at once (stream order protects it)
+        c.fill_(-1.0)
+        assert not torch.openreg.current_stream().query()
     assert_all(b, 2.0)
     assert_all(c, -1.0)
 
@@ -63,13 +68,13 @@ def test_freed_output_of_queued_kernel_is_not_corrupted_by_a_new_tensor():
     _warm_signatures(LARGE)
     torch.openreg.empty_cache()
     a = torch.ones(LARGE, device="openreg")
-    torch.openreg._sleep(SLOW_MS)
-    b = a * 2  # queued: writes b later
-    freed = b.data_ptr()
-    del b
-    c = torch.empty(LARGE, device="openreg")
-    assert c.data_ptr() == freed
-    c.fill_(-1.0)  # runs after the write of the freed b
+    with held_stream():
+        b = a * 2  # queued: writes b later
+        freed = b.data_ptr()
+        del b
+        c = torch.empty(LARGE, device="openreg")
+        assert c.data_ptr() == freed
+        c.fill_(-1.0)  # runs after the write of the freed b
     assert_all(c, -1.0)
     assert_all(a, 1.0)
 
@@ -77,16 +82,16 @@ def test_freed_output_of_queued_kernel_is_not_corrupted_by_a_new_tensor():
 def test_repeated_free_and_reuse_of_small_blocks_keeps_results_correct():
     _warm_signatures(SMALL)
     results, reused = [], 0
-    torch.openreg._sleep(100)
-    for step in range(30):
-        a = torch.full((SMALL,), float(step), device="openreg")
-        results.append(a * 2)
-        freed = a.data_ptr()
-        del a
-        c = torch.empty(SMALL, device="openreg")
-        reused += c.data_ptr() == freed
-        c.fill_(-1.0)
-    assert not torch.openreg.current_stream().query()
+    with held_stream():
+        for step in range(30):
+            a = torch.full((SMALL,), float(step), device="openreg")
+            results.append(a * 2)
+            freed = a.data_ptr()
+            del a
+            c = torch.empty(SMALL, device="openreg")
+            reused += c.data_ptr() == freed
+            c.fill_(-1.0)
+        assert not torch.openreg.current_stream().query()
     assert reused > 0
     for step, result in enumerate(results):
         assert_all(result, 2.0 * step)
@@ -101,16 +106,17 @@ def test_block_freed_while_queued_is_not_handed_to_another_stream():
         _warm_signatures(LARGE)
     _warm_signatures(LARGE)
     torch.openreg.empty_cache()
-    torch.openreg._sleep(SLOW_MS)
-    a = torch.ones(LARGE, device="openreg")
-    b = a * 2
-    freed = a.data_ptr()
-    del a
-    with torch.openreg.stream(other):
-        c = torch.empty(LARGE, device="openreg")
-        c.fill_(-1.0)  # ``other`` is idle: this runs now, before b's kernel reads a
-    assert c.data_ptr() != freed
-    assert not torch.openreg.current_stream().query()
+    with held_stream():
+        a = torch.ones(LARGE, device="openreg")
+        b = a * 2
+        freed = a.data_ptr()
+        del a
+        with torch.openreg.stream(other):
+            c = torch.empty(LARGE, device="openreg")
+            c.fill_(-1.0)  # ``other`` is idle: this runs now, before b's kernel reads a
+        assert c.data_ptr() != freed
+        other.synchronize()  # the fill has run; b's kernel has not
+        assert not torch.openreg.current_stream().query()
     assert_all(b, 2.0)
     with torch.openreg.stream(other):
         assert_all(c, -1.0)
@@ -123,14 +129,15 @@ def test_freed_output_is_not_handed_to_another_stream():
     _warm_signatures(LARGE)
     torch.openreg.empty_cache()
     a = torch.ones(LARGE, device="openreg")
-    torch.openreg._sleep(SLOW_MS)
-    b = a * 2  # writes b's block later
-    freed = b.data_ptr()
-    del b
-    with torch.openreg.stream(other):
-        c = torch.empty(LARGE, device="openreg")
-        c.fill_(-1.0)
-    assert c.data_ptr() != freed
+    with held_stream():
+        b = a * 2  # writes b's block later
+        freed = b.data_ptr()
+        del b
+        with torch.openreg.stream(other):
+            c = torch.empty(LARGE, device="openreg")
+            c.fill_(-1.0)
+        assert c.data_ptr() != freed
+        other.synchronize()  # the fill has run; the write of b has not
     torch.openreg.synchronize()
     assert_all(c, -1.0)
 
@@ -138,10 +145,15 @@ def test_freed_output_is_not_handed_to_another_stream():
 # --- record_stream ------------------------------------------------------------------------
 
 
+@contextmanager
 def _used_on_other_stream(
     record: bool,
-) -> tuple[torch.Tensor, int, torch.openreg.Stream, torch.openreg.Stream]:
-    """x allocated on the current stream, read by slow work on another stream, then freed."""
+) -> Iterator[tuple[torch.Tensor, int, torch.openreg.Stream, HeldStream]]:
+    """x allocated on the current stream, read by held work on another stream, then freed.
+
+    Yields (y, x's freed address, the using stream, its hold); y's kernel (which reads x)
+    stays queued until the hold is released.
+    """
     allocating, using = torch.openreg.current_stream(), torch.openreg.Stream()
     with torch.openreg.stream(using):
         _warm_signatures(LARGE)
@@ -150,38 +162,39 @@ def _used_on_other_stream(
     x = torch.ones(LARGE, device="openreg")
     x.mul_(3)
     using.wait_stream(allocating)
-    with torch.openreg.stream(using):
-        torch.openreg._sleep(SLOW_MS)
-        y = x * 2
-    if record:
-        x.record_stream(using)
-    freed = x.data_ptr()
-    del x
-    return y, freed, allocating, using
+    with held_stream(using) as held:
+        with torch.openreg.stream(using):
+            y = x * 2
+        if record:
+            x.record_stream(using)
+        freed = x.data_ptr()
+        del x
+        yield y, freed, using, held
 
 
 def test_record_stream_protects_memory_used_on_another_stream():
-    y, freed, _, using = _used_on_other_stream(record=True)
-    z = torch.empty(LARGE, device="openreg")
-    assert z.data_ptr() != freed  # not reused while ``using`` has queued work
-    z.fill_(-5.0)  # the allocating stream is idle: runs now
-    assert not using.query()
+    with _used_on_other_stream(record=True) as (y, freed, using, _):
+        z = torch.empty(LARGE, device="openreg")
+        assert z.data_ptr() != freed  # not reused while ``using`` has queued work
+        z.fill_(-5.0)  # the allocating stream is idle: runs now
+        assert not using.query()
     with torch.openreg.stream(using):
         assert_all(y, 6.0)
     assert_all(z, -5.0)
 
 
 def test_record_stream_defers_the_release_until_the_work_is_done():
-    y, freed, _, using = _used_on_other_stream(record=True)
-    # x was freed on the host, but its block stays allocated until ``using`` is done.
-    allocated = torch.openreg.memory_stats()["allocated_bytes.all.current"]
-    assert not using.query()
-    using.synchronize()
-    assert torch.openreg.memory_stats()["allocated_bytes.all.current"] == allocated - LARGE * 4
-    # Once the work is done, the allocating stream gets the block again.
-    z = torch.empty(LARGE, device="openreg")
-    assert z.data_ptr() == freed
-    z.fill_(-5.0)
+    with _used_on_other_stream(record=True) as (y, freed, using, held):
+        # x was freed on the host, but its block stays allocated until ``using`` is done.
+        allocated = torch.openreg.memory_stats()["allocated_bytes.all.current"]
+        assert not using.query()
+        held.release()
+        using.synchronize()
+        assert torch.openreg.memory_stats()["allocated_bytes.all.current"] == allocated - LARGE * 4
+        # Once the work is done, the allocating stream gets the block again.
+        z = torch.empty(LARGE, device="openreg")
+        assert z.data_ptr() == freed
+        z.fill_(-5.0)
     assert_all(y, 6.0)
 
 
@@ -189,10 +202,11 @@ def test_without_record_stream_the_block_is_reused_at_once(races_off: None) -> N
     # The hazard record_stream exists for (same as CUDA): the block goes straight
     # back to the allocating stream, whose new work overwrites it before the
     # other stream's queued kernel has read it.
-    y, freed, _, using = _used_on_other_stream(record=False)
-    z = torch.empty(LARGE, device="openreg")
-    assert z.data_ptr() == freed
-    z.fill_(-5.0)
+    with _used_on_other_stream(record=False) as (y, freed, using, _):
+        z = torch.empty(LARGE, device="openreg")
+        assert z.data_ptr() == freed
+        z.fill_(-5.0)
+        torch.openreg.current_stream().synchronize()  # the overwrite ran; y's kernel has not
     using.synchronize()
     assert_all(y, -10.0)
 
@@ -200,12 +214,12 @@ def test_without_record_stream_the_block_is_reused_at_once(races_off: None) -> N
 def test_record_stream_on_the_allocating_stream_is_harmless():
     _warm_signatures(SMALL)
     x = torch.full((SMALL,), 4.0, device="openreg")
-    torch.openreg._sleep(100)
-    y = x * 2
-    x.record_stream(torch.openreg.current_stream())
-    del x
-    z = torch.empty(SMALL, device="openreg")
-    z.fill_(-1.0)
+    with held_stream():
+        y = x * 2
+        x.record_stream(torch.openreg.current_stream())
+        del x
+        z = torch.empty(SMALL, device="openreg")
+        z.fill_(-1.0)
     assert_all(y, 8.0)
     assert_all(z, -1.0)
 
@@ -222,12 +236,14 @@ def test_record_stream_rejects_non_openreg_streams():
 def test_empty_cache_while_work_is_pending_does_not_break_it():
     _warm_signatures(LARGE)
     torch.openreg.empty_cache()
-    torch.openreg._sleep(SLOW_MS)
-    a = torch.ones(LARGE, device="openreg")
-    b = a * 2
-    del a  # a's block is cached, still to be read by b's kernel
-    reserved = torch.openreg.memory_reserved()
-    torch.openreg.empty_cache()
+    with held_stream() as held:
+        a = torch.ones(LARGE, device="openreg")
+        b = a * 2
+        del a  # a's block is cached, still to be read by b's kernel
+        reserved = torch.openreg.memory_reserved()
+        held.release_soon()
+        torch.openreg.empty_cache()
+        assert held.released  # it waited for the queued work before releasing the block
     assert torch.openreg.memory_reserved() <= reserved - LARGE * 4
     c = torch.empty(LARGE, device="openreg")
     c.fill_(-1.0)
@@ -236,9 +252,39 @@ def test_empty_cache_while_work_is_pending_does_not_break_it():
 
 
 def test_empty_cache_with_recorded_use_pending_on_another_stream():
-    y, _, _, using = _used_on_other_stream(record=True)
-    torch.openreg.empty_cache()  # waits for the device, then releases x's block
-    assert using.query()
+    with _used_on_other_stream(record=True) as (y, _, using, held):
+        held.release_soon()
+        torch.openreg.empty_cache()  # waits for the device, then releases x's block
+        assert held.released
+        assert using.query()
     z = torch.full((LARGE,), -5.0, device="openreg")
     assert_all(z, -5.0)
     assert_all(y, 6.0)
+
+
+def test_empty_cache_waits_for_the_device_without_holding_the_gil(run_python) -> None:
+    # Queued work may need the GIL (here a Python function on the stream); empty_cache,
+    # called from Python with the GIL held, waits for the device. Holding the GIL
+    # through that wait deadlocked. The function is queued behind a hold released
+    # once the host waits, so it cannot have run before empty_cache started waiting.
+    # In a child process with a timeout: a regression fails instead of hanging.
+    code = f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import openreg_runtime, torch, torch_openreg
+        from _async import held_stream
+        cached = torch.empty({LARGE}, device="openreg")
+        del cached  # something for empty_cache to return
+        ran = []
+        with held_stream() as held:
+            openreg_runtime.Stream.default().launch(lambda: ran.append(True))
+            held.release_soon()
+            torch.openreg.empty_cache()
+        print(ran, torch.openreg.memory_reserved())
+        """
+    try:
+        result = run_python(code, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("empty_cache deadlocked: it waited for the device while holding the GIL")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[True]", "0"]

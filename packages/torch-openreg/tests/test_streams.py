@@ -2,25 +2,25 @@
 torch.cuda), the generic torch.Stream / torch.accelerator surface, and the
 ordering guarantees of stream execution.
 
-Ordering is observed with ``torch.openreg._sleep`` (a deliberately slow kernel,
-like ``torch.cuda._sleep``): work enqueued behind it is still pending when the
-test looks, so a missing wait is visible as stale data or ``query() is False``.
-Every operator signature a test times is run once beforehand, because the first
-call of a new signature runs synchronously (plan verification).
+Ordering is observed behind a held stream (``held_stream``): work enqueued
+behind the hold is still pending when the test looks, however slowly the
+machine runs, so a missing wait is visible as stale data or ``query() is
+False``; a wait is checked with ``release_soon``, which releases the hold once
+the host blocks. Every operator signature a test relies on being asynchronous
+is run once beforehand, because the first call of a new signature runs
+synchronously (plan verification).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 import torch
-from _async import warm
+from _async import HeldStream, held_stream, warm
 
-import torch_openreg  # noqa: F401  (registers the device)
+import torch_openreg  # registers the device; _C has the stream hold
 
-SLOW_MS = 200
 STREAMS_PER_PRIORITY = 32
 
 
@@ -88,10 +88,9 @@ def test_same_id_on_two_devices_are_different_streams():
         torch.Stream(stream_id=on_zero.stream_id, device_index=1, device_type=on_zero.device_type)
     )
     assert on_zero != on_one
-    with torch.openreg.stream(on_zero):
-        torch.openreg._sleep(SLOW_MS)
-    assert on_zero.query() is False
-    assert on_one.query() is True
+    with held_stream(on_zero):
+        assert on_zero.query() is False
+        assert on_one.query() is True
     on_zero.synchronize()
 
 
@@ -121,9 +120,9 @@ def test_set_stream_changes_current_not_default():
     assert torch.openreg.default_stream().stream_id == 0
     assert torch.openreg.current_stream(1).stream_id == 0
     # Work now runs on the new stream: pending work there is visible on it only.
-    torch.openreg._sleep(SLOW_MS)
-    assert stream.query() is False
-    assert torch.openreg.default_stream().query() is True
+    with held_stream():
+        assert stream.query() is False
+        assert torch.openreg.default_stream().query() is True
     stream.synchronize()
 
 
@@ -219,12 +218,18 @@ def test_current_stream_is_per_thread():
 def test_work_from_another_thread_runs_on_that_threads_stream():
     stream = torch.openreg.Stream()
     torch.openreg.set_stream(stream)
-    thread = threading.Thread(target=lambda: torch.openreg._sleep(SLOW_MS))
+    holds: list[HeldStream] = []
+    thread = threading.Thread(
+        target=lambda: holds.append(HeldStream(torch.openreg.current_stream()))
+    )
     thread.start()
     thread.join()
     # The other thread's current stream is the default stream, not ``stream``.
-    assert torch.openreg.default_stream().query() is False
-    assert stream.query() is True
+    try:
+        assert torch.openreg.default_stream().query() is False
+        assert stream.query() is True
+    finally:
+        holds[0].close()
     torch.openreg.default_stream().synchronize()
 
 
@@ -267,59 +272,54 @@ def test_accelerator_set_stream_and_current_stream():
 
 
 def test_accelerator_synchronize_waits():
-    torch.openreg._sleep(SLOW_MS)
-    assert torch.accelerator.current_stream().query() is False
-    start = time.perf_counter()
-    torch.accelerator.synchronize()
-    assert time.perf_counter() - start >= SLOW_MS / 1000 * 0.5
+    with held_stream() as held:
+        assert torch.accelerator.current_stream().query() is False
+        held.release_soon()
+        torch.accelerator.synchronize()
+        assert held.released
     assert torch.accelerator.current_stream().query() is True
 
 
 # --- query / synchronize ------------------------------------------------------------------
 
 
-def test_query_true_when_idle_false_while_sleep_pending():
+def test_query_true_when_idle_false_while_work_pending():
     stream = torch.openreg.Stream()
     stream.synchronize()
     assert stream.query() is True
-    with torch.openreg.stream(stream):
-        torch.openreg._sleep(SLOW_MS)
-    assert stream.query() is False
+    with held_stream(stream):
+        assert stream.query() is False
     stream.synchronize()
     assert stream.query() is True
 
 
 def test_stream_synchronize_waits_for_pending_work():
     stream = torch.openreg.Stream()
-    with torch.openreg.stream(stream):
-        torch.openreg._sleep(SLOW_MS)
-    start = time.perf_counter()
-    stream.synchronize()
-    elapsed = time.perf_counter() - start
-    assert elapsed >= SLOW_MS / 1000 * 0.5
+    with held_stream(stream) as held:
+        held.release_soon()
+        stream.synchronize()
+        assert held.released
     assert stream.query() is True
 
 
 def test_device_synchronize_waits_for_all_streams_of_the_device():
     streams = [torch.openreg.Stream(), torch.openreg.Stream(priority=-2)]
-    for stream in streams:
-        with torch.openreg.stream(stream):
-            torch.openreg._sleep(SLOW_MS)
-    assert not any(stream.query() for stream in streams)
-    torch.openreg.synchronize()
+    with held_stream(streams[0]) as first, held_stream(streams[1]) as second:
+        assert not any(stream.query() for stream in streams)
+        first.release_soon()
+        second.release_soon()
+        torch.openreg.synchronize()
+        assert first.released and second.released
     assert all(stream.query() for stream in streams)
 
 
 def test_streams_without_wait_run_independently():
     slow, fast = torch.openreg.Stream(), torch.openreg.Stream()
-    with torch.openreg.stream(slow):
-        torch.openreg._sleep(300)
-    with torch.openreg.stream(fast):
-        torch.openreg._sleep(1)
-    start = time.perf_counter()
-    fast.synchronize()
-    assert time.perf_counter() - start < 0.2  # did not wait for ``slow``
-    assert slow.query() is False
+    with held_stream(slow):
+        with torch.openreg.stream(fast):
+            torch.openreg._sleep(1)
+        fast.synchronize()  # returns while ``slow`` is held: did not wait for it
+        assert slow.query() is False
 
 
 # --- FIFO order on one stream -------------------------------------------------------------
@@ -334,10 +334,10 @@ def test_kernels_on_one_stream_apply_in_order(ops, expected):
     apply = {"mul": lambda: x.mul_(2), "add": lambda: x.add_(1)}
     warm(apply["mul"], apply["add"])
     x.fill_(1.0)
-    torch.openreg._sleep(100)
-    for op in ops:
-        apply[op]()
-    assert torch.openreg.current_stream().query() is False  # both still pending
+    with held_stream():
+        for op in ops:
+            apply[op]()
+        assert torch.openreg.current_stream().query() is False  # both still pending
     torch.testing.assert_close(x.cpu(), torch.full((8,), expected), rtol=0, atol=0)
 
 
@@ -346,10 +346,10 @@ def test_long_sequence_on_one_stream_matches_cpu():
     x = reference.to("openreg")
     warm(lambda: x.mul_(1), lambda: x.add_(0), lambda: x.sub_(0))
     x.copy_(reference)
-    torch.openreg._sleep(50)
-    for step in range(60):
-        for tensor in (reference, x):
-            [tensor.mul_, tensor.add_, tensor.sub_][step % 3](step % 5 + 1)
+    with held_stream():  # the whole sequence is queued before any of it runs
+        for step in range(60):
+            for tensor in (reference, x):
+                [tensor.mul_, tensor.add_, tensor.sub_][step % 3](step % 5 + 1)
     torch.testing.assert_close(x.cpu(), reference, rtol=0, atol=0)
 
 
@@ -371,43 +371,48 @@ def _producer_setup() -> tuple[torch.Tensor, torch.openreg.Stream, torch.openreg
 
 def test_wait_stream_orders_consumer_after_producer():
     data, producer, consumer = _producer_setup()
-    with torch.openreg.stream(producer):
-        torch.openreg._sleep(SLOW_MS)
-        data.add_(5)
-    consumer.wait_stream(producer)
-    with torch.openreg.stream(consumer):
-        result = data * 2
-    assert consumer.query() is False  # waiting for the producer
-    consumer.synchronize()
+    with held_stream(producer) as held:
+        with torch.openreg.stream(producer):
+            data.add_(5)
+        consumer.wait_stream(producer)
+        with torch.openreg.stream(consumer):
+            result = data * 2
+        assert consumer.query() is False  # waiting for the producer
+        held.release_soon()
+        consumer.synchronize()
+        assert held.released
     assert producer.query() is True
     torch.testing.assert_close(result.cpu(), torch.full((64,), 10.0), rtol=0, atol=0)
 
 
 def test_wait_event_orders_consumer_after_producer():
     data, producer, consumer = _producer_setup()
-    with torch.openreg.stream(producer):
-        torch.openreg._sleep(SLOW_MS)
-        data.add_(5)
-        done = producer.record_event()
-    consumer.wait_event(done)
-    with torch.openreg.stream(consumer):
-        result = data * 2
-    assert consumer.query() is False
-    torch.testing.assert_close(read_now(result, consumer), torch.full((64,), 10.0), rtol=0, atol=0)
+    with held_stream(producer) as held:
+        with torch.openreg.stream(producer):
+            data.add_(5)
+            done = producer.record_event()
+        consumer.wait_event(done)
+        with torch.openreg.stream(consumer):
+            result = data * 2
+        assert consumer.query() is False
+        held.release_soon()
+        observed = read_now(result, consumer)
+        assert held.released
+    torch.testing.assert_close(observed, torch.full((64,), 10.0), rtol=0, atol=0)
 
 
 def test_without_wait_consumer_sees_pending_producer_work(races_off: None) -> None:
     data, producer, consumer = _producer_setup()
-    with torch.openreg.stream(producer):
-        torch.openreg._sleep(SLOW_MS)
-        data.add_(5)
-    with torch.openreg.stream(consumer):
-        result = data * 2
-    # The consumer did not wait: it read ``data`` before the producer's add_ ran.
-    observed = read_now(result, consumer)
-    assert producer.query() is False
-    torch.testing.assert_close(observed, torch.zeros(64), rtol=0, atol=0)
-    torch.testing.assert_close(read_now(data, consumer), torch.zeros(64), rtol=0, atol=0)
+    with held_stream(producer):
+        with torch.openreg.stream(producer):
+            data.add_(5)
+        with torch.openreg.stream(consumer):
+            result = data * 2
+        # The consumer did not wait: it read ``data`` before the producer's add_ ran.
+        observed = read_now(result, consumer)
+        assert producer.query() is False
+        torch.testing.assert_close(observed, torch.zeros(64), rtol=0, atol=0)
+        torch.testing.assert_close(read_now(data, consumer), torch.zeros(64), rtol=0, atol=0)
     producer.synchronize()
     torch.testing.assert_close(data.cpu(), torch.full((64,), 5.0), rtol=0, atol=0)
 
@@ -419,9 +424,24 @@ def test_wait_stream_across_devices():
     consumer = torch.openreg.Stream(device=0)
     with torch.openreg.stream(producer):
         warm(lambda: source.add_(1))
-        torch.openreg._sleep(SLOW_MS)
-        source.add_(1)
-    consumer.wait_stream(producer)
-    assert consumer.query() is False
-    consumer.synchronize()
+    with held_stream(producer) as held:
+        with torch.openreg.stream(producer):
+            source.add_(1)
+        consumer.wait_stream(producer)
+        assert consumer.query() is False
+        held.release_soon()
+        consumer.synchronize()
+        assert held.released
     assert producer.query() is True
+
+
+def test_a_hold_never_released_expires_and_fails_its_work():
+    # What tests/_async.py's held_stream relies on so that a broken test fails
+    # instead of hanging: a hold lets its stream go after its limit, failing that work.
+    stream = torch.openreg.Stream()
+    hold = torch_openreg._C._StreamHold(stream.stream_id, stream.device_index, 0.05)
+    with pytest.raises(RuntimeError, match=r"not released within 0\.05 s"):
+        stream.synchronize()
+    assert hold.expired
+    assert not hold.released
+    stream.synchronize()  # reported once; the stream keeps working

@@ -6,6 +6,8 @@ interpreter.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 MIXED_DEVICES = """
@@ -96,15 +98,20 @@ def test_launch_blocking_raises_the_kernel_error_at_its_operator(run_python):
 
 def test_launch_blocking_leaves_nothing_queued_after_a_call(run_python):
     result = run_python(
-        """
+        f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
         import torch, torch_openreg
+        from _async import held_stream
         x = torch.ones(8, device="openreg")
         x + 1  # first call of the signature
-        torch.openreg._sleep(300)
-        y = x + 1
-        print(torch.openreg.current_stream().query(), y.sum().item())
+        with held_stream() as held:
+            held.release_soon()  # once the host waits for the held work
+            y = x + 1
+            print(held.released, torch.openreg.current_stream().query(), y.sum().item())
         """,
         OPENREG_LAUNCH_BLOCKING="1",
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "True 16.0"
+    # The call waited for the work queued before it, and for its own.
+    assert result.stdout.strip() == "True True 16.0"

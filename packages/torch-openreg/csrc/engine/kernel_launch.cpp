@@ -2,7 +2,6 @@
 #include "engine/kernel_launch.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <Python.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -17,6 +16,7 @@
 #include "base/device.h"
 #include "base/device_activity.h"
 #include "base/environment.h"
+#include "base/gil.h"
 #include "base/kernel_thread.h"
 #include "base/runtime_check.h"
 #include "engine/kernel_allocator.h"
@@ -26,23 +26,6 @@
 
 namespace torch_openreg {
 namespace {
-
-// Releases the GIL for the scope if this thread holds it: queued work may
-// need it (Python-defined operators, Python objects in the captured TLS).
-class GilRelease {
- public:
-  GilRelease() {
-    if (Py_IsInitialized() && PyGILState_Check()) saved_ = PyEval_SaveThread();
-  }
-  ~GilRelease() {
-    if (saved_ != nullptr) PyEval_RestoreThread(saved_);
-  }
-  GilRelease(const GilRelease&) = delete;
-  GilRelease& operator=(const GilRelease&) = delete;
-
- private:
-  PyThreadState* saved_ = nullptr;
-};
 
 // Warnings raised by kernels on a worker. A synchronous kernel's warnings
 // are re-issued on the caller after it has waited (so Python sees them);
@@ -209,7 +192,7 @@ void runOnDevice(const LaunchContext& context, const std::function<void()>& body
   OPENREG_CHECK(openreg::launchHostFunc(handle, work));
   recording.reset();  // the launch ends here; the wait is not part of it
   {
-    GilRelease unlocked;
+    GilReleasedIfHeld unlocked;  // queued work may need it (Python-defined operators)
     OPENREG_CHECK(orStreamSynchronize(handle));
   }
   reclaimFinishedLaunches();

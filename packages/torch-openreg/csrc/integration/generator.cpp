@@ -3,12 +3,11 @@
 
 #include <openreg.h>
 
-#include <Python.h>
-
 #include <array>
 #include <mutex>
 
 #include "base/device.h"
+#include "base/gil.h"
 #include "base/kernel_thread.h"
 #include "base/runtime_check.h"
 
@@ -31,10 +30,11 @@ GeneratorImpl::GeneratorImpl(c10::DeviceIndex device, uint64_t seed)
 void GeneratorImpl::waitForQueuedDraws() const {
   if (insideKernel()) return;  // a kernel is already ordered with the others
   DeviceScope scope(device().index());
-  PyThreadState* released = nullptr;
-  if (Py_IsInitialized() && PyGILState_Check()) released = PyEval_SaveThread();
-  const orError_t status = orDeviceSynchronize();
-  if (released != nullptr) PyEval_RestoreThread(released);
+  orError_t status = orSuccess;
+  {
+    GilReleasedIfHeld unlocked;
+    status = orDeviceSynchronize();
+  }
   OPENREG_CHECK(status);
 }
 

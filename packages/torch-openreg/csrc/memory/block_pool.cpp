@@ -16,6 +16,7 @@
 
 #include "base/debug_modes.h"
 #include "base/device.h"
+#include "base/gil.h"
 #include "base/kernel_thread.h"
 #include "base/runtime_check.h"
 
@@ -178,9 +179,17 @@ void BlockPool::waitForDeviceIdle(std::unique_lock<std::mutex>& lock) {
   if (insideKernel()) return;
   lock.unlock();
   DeviceScope scope(device_);
+  orError_t status = orSuccess;
+  {
+    // Queued work may need the GIL (a Python host function, autograd hooks),
+    // and empty_cache or an allocation that retries after running out of
+    // memory may be called holding it.
+    GilReleasedIfHeld unlocked;
+    status = orDeviceSynchronize();
+  }
   // A synchronizing call: a failure of queued work is reported here (and the
   // lock stays released, as the exception leaves the allocator).
-  OPENREG_CHECK(orDeviceSynchronize());
+  OPENREG_CHECK(status);
   lock.lock();
 }
 

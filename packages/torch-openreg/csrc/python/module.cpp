@@ -31,6 +31,7 @@
 #include "integration/profiler.h"
 #include "integration/stream.h"
 #include "python/process_group_bindings.h"
+#include "python/stream_hold.h"
 
 namespace py = pybind11;
 
@@ -226,6 +227,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_openreg;
   m.doc() = "Native part of torch_openreg (use torch.openreg instead).";
   bindProcessGroup(m);
+  bindStreamHold(m);
   m.def("_init", &initialize, "Initialise the device runtime; raises if it cannot be used.");
   m.def(
       "_device_count", [] { return static_cast<int>(deviceCount()); },

@@ -46,6 +46,43 @@ class _MemPool:
     def _begin_allocate(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None: ...
     def _end_allocate(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None: ...
 
+class _StreamHold:
+    """
+    Test hook: work that holds an openreg stream until released (tests/_async.py's held_stream).
+    """
+    def __init__(
+        self,
+        stream_id: typing.SupportsInt | typing.SupportsIndex,
+        device: typing.SupportsInt | typing.SupportsIndex,
+        limit_seconds: typing.SupportsFloat | typing.SupportsIndex,
+    ) -> None:
+        """
+        Queue the hold on the stream `stream_id` of `device`; it lets the stream go by itself after `limit_seconds`, failing that work.
+        """
+    def release(self) -> None:
+        """
+        Let the held stream go on.
+        """
+    def wait_running(self, seconds: typing.SupportsFloat | typing.SupportsIndex) -> bool:
+        """
+        Wait up to `seconds` for the worker to reach the hold; whether it did.
+        """
+    @property
+    def running(self) -> bool:
+        """
+        Whether the worker has reached the hold.
+        """
+    @property
+    def released(self) -> bool:
+        """
+        Whether release() has been called.
+        """
+    @property
+    def expired(self) -> bool:
+        """
+        Whether the hold let the stream go by itself (never released).
+        """
+
 def _autocast_policy() -> list[tuple[str, str]]: ...
 def _caching_allocator_alloc(
     arg0: typing.SupportsInt | typing.SupportsIndex,
