@@ -6,8 +6,9 @@ csrc/engine/kernel_context.h). Arguments that share a storage on the device must
 share one storage in the aliases too, as the synchronous path gives them: CPU
 kernels decide on it (overlap checks, in-place updates through views). A probe
 operator with a Python CPU kernel reports what the kernel sees: whether two of
-its arguments share a storage. Each call is queued behind a slow kernel, so it
-is checked on the asynchronous path and not on the synchronous first call.
+its arguments share a storage. Each call is queued behind a held stream
+(tests/_async.py), so it is checked on the asynchronous path and not on the
+synchronous first call.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import torch
-from _async import warm
+from _async import held_stream, warm
 
 import torch_openreg  # noqa: F401  (registers the device)
 
-SLOW_MS = 200
+# How many times a probe kernel has run (to see that a call was queued, not run).
+_kernel_runs: list[str] = []
 
 
 def _same_storage(a: torch.Tensor, b: torch.Tensor) -> float:
+    _kernel_runs.append("probe")
     # _cdata of a storage is the address of its c10::StorageImpl.
     return float(a.untyped_storage()._cdata == b.untyped_storage()._cdata)
 
@@ -50,6 +53,7 @@ def probe() -> Iterator[object]:
 
     def identical(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         # One TensorImpl is one Python object: `is` is at::Tensor::is_same().
+        _kernel_runs.append("identical")
         return torch.full((), float(a is b))
 
     library.impl("shares", shares, "CPU")
@@ -65,11 +69,12 @@ def probe() -> Iterator[object]:
 
 
 def queued(call: Callable[[], torch.Tensor]) -> torch.Tensor:
-    """``call`` made behind a slow kernel (so its kernel is queued, not run at once)."""
+    """``call`` made behind a held stream (so its kernel is queued, not run at once)."""
     warm(call)  # the first call of a signature runs synchronously
-    torch.openreg._sleep(SLOW_MS)
-    result = call()
-    assert not torch.openreg.current_stream().query(), "the probe ran synchronously"
+    with held_stream():
+        runs = len(_kernel_runs)
+        result = call()
+        assert len(_kernel_runs) == runs, "the probe ran synchronously"
     return result.cpu()
 
 

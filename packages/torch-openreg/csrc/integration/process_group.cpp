@@ -17,7 +17,6 @@
 #include "integration/process_group.h"
 
 #include <ATen/core/ivalue.h>
-#include <Python.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -35,6 +34,7 @@
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/device_activity.h"
+#include "base/gil.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
 
@@ -75,23 +75,6 @@ std::exception_ptr distError(const std::string& message) {
   return std::make_exception_ptr(
       c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message));
 }
-
-// Releases the GIL for the scope if this thread holds it (a host that blocks
-// for a barrier must not stall Gloo threads running Python callbacks).
-class GilReleased {
- public:
-  GilReleased() {
-    if (Py_IsInitialized() && PyGILState_Check()) saved_ = PyEval_SaveThread();
-  }
-  ~GilReleased() {
-    if (saved_ != nullptr) PyEval_RestoreThread(saved_);
-  }
-  GilReleased(const GilReleased&) = delete;
-  GilReleased& operator=(const GilReleased&) = delete;
-
- private:
-  PyThreadState* saved_ = nullptr;
-};
 
 // ---- Helper threads -----------------------------------------------------------
 // Run tasks that block (waiting for a send/recv) or may need the GIL (future
@@ -220,7 +203,7 @@ class OpenRegWork final : public c10d::Work {
 
   bool waitOnHost(std::chrono::milliseconds timeout) {
     {
-      GilReleased released;
+      GilReleasedIfHeld released;  // Gloo threads may run Python future callbacks
       std::unique_lock<std::mutex> lock(mutex_);
       const auto done = [&] { return completed_; };
       if (timeout == kNoTimeout) {
