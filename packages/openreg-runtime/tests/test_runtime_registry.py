@@ -342,10 +342,20 @@ def test_smi_without_processes(registry):
     assert "no process is using an OpenReg device" in result.stdout
 
 
+# openreg-smi with Ctrl-C (SIGINT) raising KeyboardInterrupt whatever this process
+# inherited: a test runner started in the background by a non-interactive shell
+# ignores SIGINT (POSIX), its children inherit that, and Python then leaves SIGINT
+# ignored, so the loop would never see the interrupt the test sends.
+SMI_WITH_CTRL_C = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from openreg_runtime.smi import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
 def test_smi_loop_refreshes_until_interrupted(children, registry):
     child = children("0:4096")
     process = subprocess.Popen(
-        [sys.executable, "-m", "openreg_runtime.smi", "--json", "-l", "0.1"],
+        [sys.executable, "-c", SMI_WITH_CTRL_C, "--json", "-l", "0.1"],
         env=clean_environment(OPENREG_REGISTRY_DIR=str(registry)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
