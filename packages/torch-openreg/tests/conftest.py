@@ -9,6 +9,7 @@ fresh interpreter through ``run_python``.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -41,6 +42,23 @@ def _reset_openreg_device() -> Iterator[None]:
         torch.openreg.synchronize(index)
         torch.openreg.set_stream(torch.openreg.default_stream(index))
     torch.openreg.set_device(0)
+
+
+@pytest.fixture
+def steady_memory_stats() -> Iterator[None]:
+    """Device memory statistics that change only through the test's own tensors.
+
+    A test that catches an exception leaves its tensors in a reference cycle (the
+    traceback holds its frames), and Python's cyclic collector frees them whenever it
+    next runs, which depends on thread timing. Collected first and kept off here, they
+    cannot change a statistic in the middle of a test that compares exact figures.
+    """
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @pytest.fixture

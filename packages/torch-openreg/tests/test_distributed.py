@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
+from _async import held_stream, warm
 
 import torch_openreg.distributed as openreg_distributed
 
@@ -43,10 +44,12 @@ def test_single_rank_group_in_process():
     dist.init_process_group("orgloo", store=store, rank=0, world_size=1)
     try:
         x = torch.arange(6.0, device="openreg")
-        torch.openreg._sleep(50)
-        x.mul_(2)  # queued behind the slow kernel: the all-reduce must see it
-        work = dist.all_reduce(x, async_op=True)
-        work.wait()
+        warm(lambda: torch.zeros(6, device="openreg").mul_(2))
+        with held_stream():
+            x.mul_(2)  # queued behind the hold: the all-reduce must see it
+            work = dist.all_reduce(x, async_op=True)
+            work.wait()
+            assert not work.is_completed(), "the all-reduce ran before the work queued before it"
         assert x.cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
         assert work.is_completed() and work.is_success()
         assert work.get_future().wait()[0].device.type == "openreg"

@@ -37,6 +37,7 @@ def test_device_context_places_new_tensors():
     assert torch.empty(2, device="openreg").device == torch.device("openreg:0")
 
 
+@pytest.mark.usefixtures("steady_memory_stats")
 def test_ops_run_on_their_tensors_device_and_restore_current():
     cpu = torch.arange(6.0)
     on_one = cpu.to("openreg:1")

@@ -12,10 +12,12 @@ process).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 
 import pytest
 import torch
+
+# Tests here compare exact memory statistics (conftest.py).
+pytestmark = pytest.mark.usefixtures("steady_memory_stats")
 
 MiB = 1 << 20
 
@@ -25,11 +27,20 @@ def block(nbytes: int) -> int:
     return max(512, -(-nbytes // 512) * 512)
 
 
-@pytest.fixture(autouse=True)
-def _collect_garbage() -> Iterator[None]:
-    """Free tensors left in reference cycles by earlier tests, so deltas are exact."""
+def _leave_in_a_cycle(tensor: torch.Tensor) -> None:
+    cycle: list[object] = [tensor]
+    cycle.append(cycle)
+
+
+def test_the_collector_frees_nothing_in_the_middle_of_a_test():
+    # What steady_memory_stats guards against: garbage freed while a test compares figures.
+    before = torch.openreg.memory_allocated()
+    _leave_in_a_cycle(torch.ones(128, device="openreg"))
+    for _ in range(100):
+        [[] for _ in range(1000)]  # enough new containers to start collections
+    assert torch.openreg.memory_allocated() == before + 512
     gc.collect()
-    yield
+    assert torch.openreg.memory_allocated() == before
 
 
 # --- pinned memory ---------------------------------------------------------------------

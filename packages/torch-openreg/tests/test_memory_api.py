@@ -11,6 +11,9 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+# Tests here compare exact memory statistics (conftest.py).
+pytestmark = pytest.mark.usefixtures("steady_memory_stats")
+
 MiB = 1 << 20
 
 
@@ -62,6 +65,7 @@ def test_fraction_rejects_invalid_device():
 
 FRACTION_SCRIPT = """
 import json, torch, torch_openreg
+
 results = {}
 torch.openreg.set_per_process_memory_fraction(0.25)  # 16 MiB of 64 MiB
 # From 10 MiB a request gets a segment of its own size (smaller ones share 20 MiB

@@ -12,6 +12,9 @@ import pytest
 import torch
 from torch.cuda import _memory_viz
 
+# Tests here compare exact memory statistics (conftest.py).
+pytestmark = pytest.mark.usefixtures("steady_memory_stats")
+
 memory = torch.openreg.memory
 
 MiB = 1024 * 1024

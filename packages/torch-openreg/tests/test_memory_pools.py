@@ -14,6 +14,9 @@ import threading
 import pytest
 import torch
 
+# Tests here compare exact memory statistics (conftest.py).
+pytestmark = pytest.mark.usefixtures("steady_memory_stats")
+
 MiB = 1 << 20
 
 
@@ -221,6 +224,7 @@ def test_use_mem_pool_rejects_invalid_device():
 
 OOM_SCRIPT = """
 import json, torch, torch_openreg
+
 results = {}
 for use_on_oom in (False, True):
     pool = torch.openreg.MemPool(use_on_oom=use_on_oom)

@@ -28,6 +28,9 @@ from _async import HeldStream, held_stream, warm
 
 import torch_openreg  # noqa: F401  (registers the device)
 
+# Tests here compare exact memory statistics (conftest.py).
+pytestmark = pytest.mark.usefixtures("steady_memory_stats")
+
 LARGE = 3 * 1024 * 1024  # float32 elements: 12 MiB, a segment of its own
 SMALL = 4096  # float32 elements: 16 KiB, cut from a shared small segment
 

@@ -253,6 +253,7 @@ def test_transformer_eval_with_padding_mask_nested_tensor_fast_path() -> None:
     torch.testing.assert_close(eval_with_padding(model, "openreg"), expected, **EXACT)
 
 
+@pytest.mark.usefixtures("steady_memory_stats")
 def test_training_on_second_device() -> None:
     model, batches = make_mlp(dropout=0.2), mlp_batches(3)
     factory = OPTIMIZERS["adam"]

@@ -18,6 +18,7 @@ EXACT = {"rtol": 0.0, "atol": 0.0}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.complex64])
+@pytest.mark.usefixtures("steady_memory_stats")
 def test_efficient_zero_tensor_is_like_the_cpu_one(dtype: torch.dtype) -> None:
     expected = torch._efficientzerotensor(2, 3, dtype=dtype)
     before = torch.openreg.memory_allocated()
