@@ -156,7 +156,7 @@ def sync_groups(session: nox.Session, *groups: str) -> None:
 def c_sources() -> list[str]:
     """Every C and C++ source and header of the packages and tests (not build trees)."""
     found = []
-    for folder in (ROOT / "packages", ROOT / "tests"):
+    for folder in (ROOT / "packages", ROOT / "tests", ROOT / "benchmarks"):
         for suffix in ("*.c", "*.cpp", "*.h"):
             found += [p for p in folder.rglob(suffix) if "build" not in p.relative_to(ROOT).parts]
     return sorted(str(path.relative_to(ROOT)) for path in found)

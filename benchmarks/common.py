@@ -50,7 +50,7 @@ class Figure:
     target: float | None
     openreg: float | None = None  # the openreg measurement (seconds, or bytes/s)
     peer: float | None = None  # what it is compared with, same unit
-    unit: str = "s"
+    unit: str = "s"  # or "B/s" (bandwidth) or "instructions"
     note: str = ""
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -126,6 +126,8 @@ def format_side(figure: Figure, value: float | None) -> str:
         return "-"
     if figure.unit == "B/s":
         return f"{value / 2**30:.2f} GiB/s"
+    if figure.unit == "instructions":
+        return f"{value / 1e6:.2f} M instr."
     return format_seconds(value)
 
 

@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from benchmarks import common, ops, run
+from benchmarks import common, cpu_tax, ops, run
 from benchmarks.common import Pair
 
 
@@ -72,3 +72,25 @@ def test_processes_must_be_positive(capsys):
     with pytest.raises(SystemExit):
         run.parse_args(["--processes", "0"])
     assert "--processes must be at least 1" in capsys.readouterr().err
+
+
+CALLGRIND_DUMP = """\
+version: 1
+creator: callgrind-3.19.0
+cmd:  python -c ...
+part: 1
+desc: Timerange: Basic block 0 - 5093333
+desc: Trigger: Client Request: MLP
+events: Ir
+summary: 0
+totals: 96397071
+"""
+
+
+def test_a_region_dump_gives_its_name_and_instruction_total():
+    assert cpu_tax.region_total(CALLGRIND_DUMP) == ("MLP", 96397071)
+
+
+def test_the_dump_at_program_exit_is_not_a_region():
+    at_exit = CALLGRIND_DUMP.replace("Client Request: MLP", "Program termination")
+    assert cpu_tax.region_total(at_exit) is None
