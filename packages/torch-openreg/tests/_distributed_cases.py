@@ -484,6 +484,7 @@ def case_semantics() -> None:
     check_order_across_streams()
     check_threads()
     check_ordering()
+    dist.destroy_process_group()
     print("OK", flush=True)
 
 
