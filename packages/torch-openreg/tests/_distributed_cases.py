@@ -11,14 +11,17 @@ of each differential check as it starts (to locate a hang).
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import torch
+import torch._dynamo  # before any group exists: see check_no_gloo_worker_left
 import torch.distributed as dist
 from _async import held_stream
 
@@ -43,6 +46,35 @@ def init(backend: str | None = "cpu:gloo,openreg:orgloo", timeout: float = 60, *
         backend, store=connect_store(), rank=RANK, world_size=WORLD,
         timeout=timedelta(seconds=timeout), **kwargs,
     )  # fmt: skip
+
+
+def gloo_worker_threads() -> int:
+    """How many of this process's threads are Gloo workers (torch names them)."""
+    count = 0
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            count += (task / "comm").read_text().strip() == "pt_gloo_runloop"
+        except OSError:
+            pass  # the thread ended meanwhile
+    return count
+
+
+def check_no_gloo_worker_left() -> None:
+    """After a case: its groups are freed, so no Gloo worker thread outlives it.
+
+    A Gloo worker still running while Python exits can abort the rank (stock Gloo
+    drops a finished collective's CPU tensors at any time; a thread that asks for
+    the GIL then is ended by Python, through C++ frames that cannot unwind). So
+    every case's groups must be freed by destroy_process_group() and the case's
+    own objects (DDP models, device meshes) going away. torch._dynamo is imported
+    above, before any group exists: it imports torch.distributed.fsdp, which
+    (torch 2.15) keeps references to the default group if one exists at that
+    moment — references destroy_process_group cannot drop; without the early
+    import the first openreg operator after init_process_group would import it.
+    """
+    gc.collect()  # the case's objects, cycles included
+    left = gloo_worker_threads()
+    assert left == 0, f"{left} Gloo worker threads outlived the case's process groups"
 
 
 def same(cpu: torch.Tensor, device: torch.Tensor, what: str) -> None:
@@ -664,7 +696,14 @@ def case_dtensor() -> None:
     print("OK")
 
 
+# Cases with a DeviceMesh: torch's DTensor caches keep the mesh, and so its
+# groups, after destroy_process_group. Their collectives all run through orgloo
+# on openreg tensors, whose Gloo sees only aliases without Python objects, so a
+# Gloo worker that outlives them has nothing of Python's to let go of.
+MESH_CASES = {"fsdp", "dtensor"}
 CASES = {name.removeprefix("case_"): f for name, f in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](*sys.argv[2:])
+    if sys.argv[1] not in MESH_CASES:
+        check_no_gloo_worker_left()

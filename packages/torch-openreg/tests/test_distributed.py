@@ -61,6 +61,44 @@ def test_single_rank_group_in_process():
         dist.destroy_process_group()
 
 
+def test_once_python_exits_background_threads_keep_what_they_would_let_go(run_python):
+    """After the binding's exit handler (atexit, before Python finalizes), threads
+    Python does not wait for neither let go of Python objects nor run future
+    callbacks: one that asked for the GIL while Python finalizes would be ended
+    by Python, through C++ frames that cannot unwind — an abort at exit
+    (csrc/base/python_exit.h). The process still exits cleanly."""
+    result = run_python(
+        """
+        import gc, weakref
+        import torch, torch.distributed as dist
+        import torch_openreg
+
+        dist.init_process_group("orgloo", store=dist.HashStore(), rank=0, world_size=1)
+
+        def all_reduce_dropping_tensor_and_work():
+            t = torch.ones(4, device="openreg")
+            work = dist.all_reduce(t, async_op=True)
+            future = work.get_future()
+            work.wait()
+            torch.openreg.synchronize()
+            assert work.is_completed() and work.is_success()
+            return weakref.ref(t), future
+
+        _, future = all_reduce_dropping_tensor_and_work()
+        assert future.wait()[0].cpu().tolist() == [1.0] * 4  # before: callbacks run
+
+        torch_openreg._C._close_for_python_exit()  # what the exit handler does
+        tensor, future = all_reduce_dropping_tensor_and_work()
+        assert not future.done(), "a background thread ran the future's callbacks"
+        del future
+        gc.collect()
+        assert tensor() is not None, "a background thread let go of the tensor"
+        print("OK")
+        """
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "OK", result.stderr[-3000:]
+
+
 def test_pg_options_are_refused_with_a_clear_error():
     with pytest.raises(ValueError, match="takes no pg_options"):
         dist.init_process_group(

@@ -35,6 +35,7 @@
 #include "base/device.h"
 #include "base/device_activity.h"
 #include "base/gil.h"
+#include "base/python_exit.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
 
@@ -129,7 +130,7 @@ class HelperThreads {
       state->tasks.pop_front();
       lock.unlock();
       task();
-      task = nullptr;  // drop what it captured before sleeping
+      letGo(task);  // what it captured, before sleeping (see base/python_exit.h)
       lock.lock();
     }
   }
@@ -181,18 +182,21 @@ class OpenRegWork final : public c10d::Work {
       sourceRank_ = sourceRank;
       released.swap(held_);
     }
-    released.clear();  // Gloo is done with the memory: the host may reuse it
+    letGo(released);  // Gloo is done with the memory: the host may reuse it
     finish(std::move(failure));
     done_.store(true, std::memory_order_release);
   }
-  // Runs the callbacks of get_future()'s future (possibly Python code).
+  // Runs the callbacks of get_future()'s future (possibly Python code): not
+  // once Python is exiting.
   void completeFuture() {
-    const std::exception_ptr failure = exception();
-    if (failure) {
-      future_->setError(failure);
-    } else {
-      future_->markCompleted(c10::IValue(outputs_));
-    }
+    whilePythonRuns([this] {
+      const std::exception_ptr failure = exception();
+      if (failure) {
+        future_->setError(failure);
+      } else {
+        future_->markCompleted(c10::IValue(outputs_));
+      }
+    });
   }
 
  private:
@@ -272,6 +276,9 @@ class OpenRegWork final : public c10d::Work {
 // The tensors Gloo gets: for an openreg tensor, a CPU tensor over the same bytes
 // at their kernel-view address (same sizes, strides and offset; it owns
 // nothing — the Work keeps the openreg tensor alive); CPU tensors as they are.
+// An alias has no Python object, so Gloo's threads, which drop the tensors of a
+// finished collective at any time (even while Python exits), never need the GIL
+// for it (see base/python_exit.h).
 class GlooView {
  public:
   explicit GlooView(std::optional<c10::DeviceIndex> device) : device_(device) {}
@@ -384,8 +391,12 @@ struct ProcessGroupOpenReg::Engine : std::enable_shared_from_this<Engine> {
              const c10::intrusive_ptr<c10d::Work>& glooWork) {
     auto self = shared_from_this();
     if (auto future = futureOf(*glooWork)) {
-      future->addCallback([self, work](c10::ivalue::Future& done) {
-        self->completeFromGloo(work, done.hasError() ? done.exception_ptr() : nullptr);
+      // The callback is destroyed on Gloo's thread after it has run, out of our
+      // hands: the work it captured is let go of here, through the gate.
+      auto pending = std::make_shared<c10::intrusive_ptr<OpenRegWork>>(work);
+      future->addCallback([self, pending](c10::ivalue::Future& done) {
+        self->completeFromGloo(*pending, done.hasError() ? done.exception_ptr() : nullptr);
+        letGo(*pending);
       });
       return;
     }

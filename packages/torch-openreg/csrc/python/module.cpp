@@ -13,6 +13,7 @@
 
 #include "base/debug_modes.h"
 #include "base/device.h"
+#include "base/python_exit.h"
 #include "base/runtime_check.h"
 #include "base/sync_debug.h"
 #include "engine/compiled_kernel_launch.h"
@@ -229,6 +230,9 @@ PYBIND11_MODULE(_C, m) {
   bindProcessGroup(m);
   bindStreamHold(m);
   m.def("_init", &initialize, "Initialise the device runtime; raises if it cannot be used.");
+  m.def("_close_for_python_exit", &closeForPythonExit,
+        "From the exit handler: background threads stop letting go of Python objects and "
+        "running callbacks (see base/python_exit.h); returns once none is doing so.");
   m.def(
       "_device_count", [] { return static_cast<int>(deviceCount()); },
       "Number of openreg devices.");

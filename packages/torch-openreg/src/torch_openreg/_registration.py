@@ -53,11 +53,18 @@ def _drain_devices() -> None:
     Stream workers run CPU kernels that use PyTorch's process-wide state
     (thread pools, allocators); finishing them first keeps exit orderly.
     Failures are not reported here: nobody could act on them any more.
+    Then threads Python does not wait for (the process group's helpers,
+    Gloo's workers finishing orgloo collectives) stop touching Python
+    objects: one that asked for the GIL while the interpreter finalizes
+    would abort the process.
     """
-    for index in range(_C._device_count()):
-        if not openreg.is_initialized():
-            return
-        try:
-            _C._synchronize(index)
-        except RuntimeError:
-            pass
+    try:
+        for index in range(_C._device_count()):
+            if not openreg.is_initialized():
+                return
+            try:
+                _C._synchronize(index)
+            except RuntimeError:
+                pass
+    finally:
+        _C._close_for_python_exit()
