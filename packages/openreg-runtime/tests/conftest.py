@@ -218,10 +218,22 @@ def _in_untimed_condition_wait(native_id: int) -> bool | None:
     """Whether the thread sleeps in an untimed condition-variable wait (None: cannot tell)."""
     try:
         with open(f"/proc/self/task/{native_id}/syscall") as status:
-            fields = status.read().split()
+            return _untimed_condition_wait_in(status.read())
     except OSError:
         return None
-    if _FUTEX_SYSCALL is None or not fields or not fields[0].isdigit():
+
+
+def _untimed_condition_wait_in(syscall: str) -> bool | None:
+    """Reads /proc/<pid>/task/<tid>/syscall: the system call a thread is blocked in and
+    its arguments, ``-1 <sp> <pc>`` when blocked outside one, ``running`` while it runs.
+    The last two mean "not waiting yet", not "cannot tell": a thread that is still on
+    its way to the wait (more likely the busier the machine) must be waited for."""
+    fields = syscall.split()
+    if _FUTEX_SYSCALL is None or not fields:
+        return None
+    if fields[0] in ("running", "-1"):
+        return False
+    if not fields[0].isdigit() or len(fields) < 5:
         return None
     if int(fields[0]) != _FUTEX_SYSCALL:
         return False

@@ -1,9 +1,11 @@
 """Streams: priorities, default stream, asynchrony, FIFO order, failures, cross-stream order."""
 
+import os
 import threading
 import time
 
 import pytest
+from conftest import _untimed_condition_wait_in
 
 import openreg_runtime as rt
 
@@ -328,6 +330,27 @@ def test_more_python_callbacks_than_the_queue_holds(run_python):
         timeout=60,
     )
     assert result.json() == {"in_order": True}
+
+
+@pytest.mark.parametrize(
+    ("syscall", "waiting"),
+    [
+        ("running", False),  # on a core, maybe still on its way to the wait
+        ("-1 0x7ffc5a1b2c30 0x7f3e0a1b2c3d", False),  # preempted outside a system call
+        ("202 0x55d0c0a4 0x189 0x0 0x0 0x0 0xffffffff 0x7ffc 0x7f3e", True),  # untimed cv wait
+        ("202 0x55d0c0a4 0x189 0x0 0x7ffc5a1b 0x0 0xffffffff 0x7ffc 0x7f3e", False),  # timed
+        ("202 0x55d0c0a4 0x80 0x2 0x0 0x0 0x0 0x7ffc 0x7f3e", False),  # a mutex (FUTEX_WAIT)
+        ("7 0x7ffc5a1b 0x1 0xffffffff 0x0 0x0 0x0 0x7ffc 0x7f3e", False),  # poll
+        ("", None),
+    ],
+)
+def test_blocked_thread_detection_reads_proc_syscall(syscall, waiting):
+    """A running thread is "not waiting yet", never "cannot tell": under load the host
+    thread of the next test was often still running when first looked at, and the test
+    then went on without knowing it waited (it failed 1 run in 10 on a busy machine)."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the samples are x86_64 system call numbers")
+    assert _untimed_condition_wait_in(syscall) is waiting
 
 
 def test_host_held_back_by_a_full_queue_resumes_when_half_has_drained(
