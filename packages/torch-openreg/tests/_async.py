@@ -8,7 +8,6 @@ release them when they are done looking, never count on durations.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from contextlib import contextmanager
 import torch
 
 import torch_openreg
+from torch_openreg._thread_state import in_untimed_wait
 
 # How long a hold waits for its release at most: far longer than any test needs,
 # so only a host that waits for held work (a bug) lets it expire. It then lets the
@@ -105,7 +105,7 @@ class HeldStream:
     def _release_when_blocked(self, native_id: int) -> None:
         started = time.monotonic()
         while not self._hold.released:
-            state = _in_untimed_wait(native_id)
+            state = in_untimed_wait(native_id)
             if state is None and time.monotonic() - started >= _UNKNOWN_WAIT_RELEASE_S:
                 state = True
             if state:
@@ -128,30 +128,3 @@ def held_stream(stream: torch.Stream | None = None) -> Iterator[HeldStream]:
         yield held
     finally:
         held.close()
-
-
-_FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98}.get(os.uname().machine)
-_FUTEX_WAIT_BITSET = 9  # pthread_cond_wait's operation; mutexes use FUTEX_WAIT (0)
-
-
-def _in_untimed_wait(native_id: int) -> bool | None:
-    """Whether a thread of this process sleeps in an untimed condition-variable wait.
-
-    None when /proc cannot tell. CPython's GIL waits are timed and mutex waits use
-    another futex operation, so neither counts as waiting for the device.
-    """
-    try:
-        with open(f"/proc/self/task/{native_id}/syscall") as status:
-            fields = status.read().split()
-    except OSError:
-        return None
-    if _FUTEX_SYSCALL is None or not fields:
-        return None
-    if fields[0] in ("running", "-1"):  # on a CPU, or blocked outside a system call
-        return False
-    if not fields[0].isdigit() or len(fields) < 5:
-        return None
-    if int(fields[0]) != _FUTEX_SYSCALL:
-        return False
-    operation, timeout = int(fields[2], 16), int(fields[4], 16)
-    return operation & 0x7F == _FUTEX_WAIT_BITSET and timeout == 0

@@ -538,3 +538,61 @@ def test_swish_trains_inside_a_module() -> None:
             models["openreg"].state_dict()[name].cpu(), value, rtol=1e-6, atol=2e-7, msg=name
         )
     assert losses["openreg"][-1] < losses["openreg"][0]  # it learns
+
+
+def test_exit_waits_for_a_busy_autograd_device_thread(run_python) -> None:
+    """An autograd device thread lets go of a finished backward's graph task (which
+    holds Python objects, so it needs the GIL) just after the backward returned. If
+    the interpreter finalizes first, that thread's GIL request ends it through C++
+    frames that cannot unwind: an abort at exit. So the binding's exit handler waits
+    until every "pt_autograd_<device>" thread is idle. Here a stand-in thread of that
+    name stays busy long after the main thread has finished; a handler registered
+    before the binding's runs after it and reports what it found."""
+    result = run_python(
+        """
+        import atexit, ctypes, threading, time
+        idle = threading.Event()
+        atexit.register(lambda: print("idle at exit:", idle.is_set(), flush=True))
+        import torch
+        import torch_openreg  # registers the exit handler, which runs first
+        def device_thread():
+            ctypes.CDLL(None).prctl(15, b"pt_autograd_7")  # PR_SET_NAME
+            named.set()
+            time.sleep(2.0)  # busy (not waiting for a task) while the main thread exits
+            idle.set()
+            threading.Event().wait()  # idle: an untimed wait, like a device thread's
+        named = threading.Event()
+        threading.Thread(target=device_thread, daemon=True).start()
+        named.wait()
+        torch.ones(2, device="openreg").add_(1)
+        """,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "idle at exit: True", result.stdout + result.stderr
+
+
+def test_exit_gives_up_on_an_autograd_thread_that_never_goes_idle(run_python) -> None:
+    """The wait is bounded: a device thread stuck in a backward (run by a daemon
+    thread, say) delays exit by the limit at most, it does not hang it."""
+    result = run_python(
+        """
+        import ctypes, threading, time
+        import torch
+        import torch_openreg
+        from torch_openreg import _registration
+        _registration._AUTOGRAD_IDLE_LIMIT_S = 0.2
+        def busy_forever():
+            ctypes.CDLL(None).prctl(15, b"pt_autograd_7")
+            named.set()
+            while True:
+                time.sleep(0.01)
+        named = threading.Event()
+        threading.Thread(target=busy_forever, daemon=True).start()
+        named.wait()
+        print("exiting", flush=True)
+        """,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "exiting"

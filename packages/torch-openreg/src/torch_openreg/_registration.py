@@ -13,9 +13,13 @@ import sys
 
 import torch
 
-from . import _C, _compile, _multiprocessing, distributed, openreg
+from . import _C, _compile, _multiprocessing, _thread_state, distributed, openreg
 
 BACKEND_NAME = "openreg"
+# How long exit waits at most for a busy autograd device thread (one still
+# running a backward started by a daemon thread, say); PyTorch's engine gives
+# its device threads as long to stop.
+_AUTOGRAD_IDLE_LIMIT_S = 10.0
 _registered = False
 
 
@@ -48,17 +52,21 @@ def register() -> None:
 
 
 def _drain_devices() -> None:
-    """Let queued device work finish before the interpreter tears down.
+    """Let device work finish, and threads let go of Python, before the interpreter tears down.
 
     Stream workers run CPU kernels that use PyTorch's process-wide state
     (thread pools, allocators); finishing them first keeps exit orderly.
     Failures are not reported here: nobody could act on them any more.
-    Then threads Python does not wait for (the process group's helpers,
-    Gloo's workers finishing orgloo collectives) stop touching Python
-    objects: one that asked for the GIL while the interpreter finalizes
-    would abort the process.
+    Threads Python does not wait for must stop touching Python objects: one
+    that asks for the GIL while the interpreter finalizes aborts the process.
+    An autograd device thread lets go of a finished backward's graph task
+    (which holds Python objects) just after the backward has returned, so
+    exit first waits for those threads to be idle; then the process group's
+    helpers and Gloo's workers finishing orgloo collectives are told to keep
+    what they would let go.
     """
     try:
+        _wait_for_autograd_threads()
         for index in range(_C._device_count()):
             if not openreg.is_initialized():
                 return
@@ -68,3 +76,8 @@ def _drain_devices() -> None:
                 pass
     finally:
         _C._close_for_python_exit()
+
+
+def _wait_for_autograd_threads() -> None:
+    autograd_threads = _thread_state.threads_named(_thread_state.AUTOGRAD_THREAD_PREFIX)
+    _thread_state.wait_until_idle(autograd_threads, _AUTOGRAD_IDLE_LIMIT_S)
