@@ -235,3 +235,44 @@ def test_buffers_dropped_by_stream_work_are_released(hold_stream):
     stream.synchronize()
     rt.synchronize()
     assert rt.mem_get_info()[0] == free_before
+
+
+# Inside stream work, a free is ordered at that work on its own stream: work
+# queued behind it there runs after the free in stream order, so it is not
+# waited for, while other streams' queued work still is. An 8 MiB device fits
+# one 6 MiB allocation at a time: the allocation made inside the same work
+# succeeds only if the free released the memory at once.
+FREE_INSIDE_WORK = (
+    HOLD
+    + """
+size = 6 << 20
+stream, other = rt.Stream(), rt.Stream()
+outcome = []
+
+def free_then_allocate(pointer):
+    rt.free(pointer)
+    try:
+        rt.free(rt.malloc(size))
+        outcome.append("reused")
+    except rt.OutOfMemoryError:
+        outcome.append("out of memory")
+
+pointer = rt.malloc(size)
+release_other = hold(other) if OTHER_BUSY else (lambda: None)
+release = hold(stream)
+stream.launch(lambda: free_then_allocate(pointer))
+stream.launch(lambda: None)  # queued behind the freeing work on its stream
+release()
+stream.synchronize()
+release_other()
+rt.synchronize()
+print(json.dumps(outcome))
+"""
+)
+
+
+@pytest.mark.parametrize("other_busy, expected", [(False, "reused"), (True, "out of memory")])
+def test_free_inside_stream_work_is_ordered_at_that_work(run_python, other_busy, expected):
+    source = f"OTHER_BUSY = {other_busy}\n" + FREE_INSIDE_WORK
+    report = run_python(source, env={"OPENREG_DEVICE_MEMORY": "8MiB"})
+    assert report.json() == [expected], report

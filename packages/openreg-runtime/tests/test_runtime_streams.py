@@ -437,3 +437,28 @@ def test_waiters_on_different_points_of_one_stream_each_return_after_their_work(
     for thread in threads:
         thread.join(timeout=60)
     stream.synchronize()
+
+
+def test_progress_counts_enqueued_and_completed_work(hold_stream):
+    stream = rt.Stream()
+    assert stream.progress() == (0, 0)
+    release = hold_stream(stream)  # the hold is operation 1, running
+    assert stream.progress() == (1, 0)
+    ran = threading.Event()
+    stream.launch(lambda: None)
+    stream.launch(ran.set)
+    assert stream.progress() == (3, 0)
+    release()
+    assert ran.wait(60)
+    stream.synchronize()
+    assert stream.progress() == (3, 3)
+
+
+def test_progress_inside_work_counts_the_operations_before_it():
+    stream = rt.Stream()
+    seen = []
+    stream.launch(lambda: None)
+    stream.launch(lambda: seen.append(stream.progress()[1]))
+    stream.launch(lambda: seen.append(stream.progress()[1]))
+    stream.synchronize()
+    assert seen == [1, 2]

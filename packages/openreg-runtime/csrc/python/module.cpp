@@ -164,6 +164,11 @@ class Stream {
     return priority;
   }
   bool query() const { return readiness(orStreamQuery(handle_)); }
+  std::pair<unsigned long long, unsigned long long> progress() const {
+    unsigned long long enqueued = 0, completed = 0;
+    checkStatus(orStreamGetProgress(handle_, &enqueued, &completed));
+    return {enqueued, completed};
+  }
   void synchronize() const { checkStatus(orStreamSynchronize(handle_)); }
   void waitEvent(const Event& event) const;
   void waitStream(const Stream& other) const;
@@ -608,6 +613,9 @@ void defineStreamsAndEvents(py::module_& m) {
       .def(
           "query", &Stream::query,
           "True if all work on the stream has completed; raises LaunchFailureError if some failed.")
+      .def("progress", &Stream::progress,
+           "``(enqueued, completed)``: operations queued on the stream so far and how many\n"
+           "have completed (in order), as orStreamGetProgress reports them.")
       .def(
           "synchronize", &Stream::synchronize, py::call_guard<py::gil_scoped_release>(),
           "Wait for all work queued on the stream; raises LaunchFailureError if some failed.\n\n"

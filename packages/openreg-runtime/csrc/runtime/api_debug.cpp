@@ -27,6 +27,16 @@ orError_t orDebugGetChaos(int* enabled, unsigned long long* seed) {
   });
 }
 
+orError_t orDebugGetChaosStatistics(unsigned long long* holds, unsigned long long* expiredHolds,
+                                    unsigned long long* expiredTurns) {
+  return runApi([&] {
+    const chaos::Statistics statistics = chaos::statistics();
+    if (holds != nullptr) *holds = statistics.holds;
+    if (expiredHolds != nullptr) *expiredHolds = statistics.expiredHolds;
+    if (expiredTurns != nullptr) *expiredTurns = statistics.expiredTurns;
+  });
+}
+
 orError_t orDebugHoldStream(orStream_t stream) {
   return runApi([&] {
     std::shared_ptr<Stream> target = Runtime::instance().resolveStream(stream);

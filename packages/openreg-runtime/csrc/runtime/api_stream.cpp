@@ -105,6 +105,18 @@ orError_t orStreamGetDevice(orStream_t stream, int* device) {
   });
 }
 
+orError_t orStreamGetProgress(orStream_t stream, unsigned long long* enqueued,
+                              unsigned long long* completed) {
+  return runApi([&] {
+    std::shared_ptr<Stream> target = Runtime::instance().resolveStream(stream);
+    // Completed first: read the other way round, work enqueued and finished
+    // between the two reads could show more completed than enqueued.
+    const uint64_t done = target->completed();
+    if (completed != nullptr) *completed = done;
+    if (enqueued != nullptr) *enqueued = target->lastEnqueued();
+  });
+}
+
 orError_t orStreamGetDefault(orStream_t* stream) {
   return runApi([&] {
     checkNotNull(stream, "stream");

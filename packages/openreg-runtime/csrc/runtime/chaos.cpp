@@ -78,6 +78,9 @@ void configure(bool enable, uint64_t seed) {
 uint64_t seed() { return currentSeed.load(std::memory_order_relaxed); }
 
 namespace {
+std::atomic<uint64_t> holds{0};
+std::atomic<uint64_t> expiredHolds{0};
+std::atomic<uint64_t> expiredTurns{0};
 std::mutex orderMutex;
 std::condition_variable orderChanged;
 std::map<uint64_t, const void*> unsettled;  // ticket -> owner
@@ -92,13 +95,24 @@ uint64_t takeTicket(const void* owner) {
 
 void waitForTurn(uint64_t ticket, const void* owner) {
   std::unique_lock<std::mutex> lock(orderMutex);
-  orderChanged.wait_for(lock, kOrderCap, [&] {
+  const bool turn = orderChanged.wait_for(lock, kOrderCap, [&] {
     for (const auto& [earlier, who] : unsettled) {
       if (earlier >= ticket) return true;
       if (who != owner) return false;
     }
     return true;
   });
+  if (!turn) expiredTurns.fetch_add(1, std::memory_order_relaxed);
+}
+
+void noteHoldEnded(bool expired) {
+  holds.fetch_add(1, std::memory_order_relaxed);
+  if (expired) expiredHolds.fetch_add(1, std::memory_order_relaxed);
+}
+
+Statistics statistics() {
+  return {holds.load(std::memory_order_relaxed), expiredHolds.load(std::memory_order_relaxed),
+          expiredTurns.load(std::memory_order_relaxed)};
 }
 
 void settle(uint64_t ticket) {

@@ -55,6 +55,19 @@ void settle(uint64_t ticket);
 // The ticket of the work running on this thread (0: none).
 uint64_t& currentTicket();
 
+// What chaos scheduling did (orDebugGetChaosStatistics): pieces of work held
+// until waited for (random holds and hold points), how many of them ran at
+// their cap because nothing the runtime could see waited for them, and how
+// many turns in launch order gave up waiting at kOrderCap.
+struct Statistics {
+  uint64_t holds;
+  uint64_t expiredHolds;
+  uint64_t expiredTurns;
+};
+Statistics statistics();
+// A hold ends: `expired` when it ran at its cap rather than because of a waiter.
+void noteHoldEnded(bool expired);
+
 constexpr auto kOrderCap = std::chrono::seconds(1);
 // The most a held piece of work waits for a waiter before running anyway.
 constexpr auto kRandomHoldCap = std::chrono::seconds(1);

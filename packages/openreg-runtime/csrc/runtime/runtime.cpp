@@ -43,8 +43,12 @@ std::vector<std::shared_ptr<Stream>> Device::liveStreams() {
 }
 
 void Device::appendUnfinishedWork(std::vector<Fence>& fences) {
-  auto appendIfBusy = [&fences](std::shared_ptr<Stream> stream) {
-    if (!stream->idle()) {
+  // Inside stream work, the running stream is ordered at that work: what it
+  // queued before has completed, and what is queued behind it runs after
+  // this point in stream order (see orFree in openreg.h).
+  const Stream* running = streamOfCurrentWork();
+  auto appendIfBusy = [&fences, running](std::shared_ptr<Stream> stream) {
+    if (stream.get() != running && !stream->idle()) {
       const uint64_t sequence = stream->lastEnqueued();
       fences.push_back(Fence{std::move(stream), sequence});
     }

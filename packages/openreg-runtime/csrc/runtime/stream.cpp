@@ -57,6 +57,8 @@ bool reportFailureOfCurrentWork(const std::string& message) {
 
 bool insideStreamWork() { return workerOf != nullptr; }
 
+const Stream* streamOfCurrentWork() { return workerOf; }
+
 void refuseInsideStreamWork(const char* call) {
   check(!insideStreamWork(), orErrorNotPermitted, call,
         " cannot be called inside work running on an OpenReg stream: the work would wait for "
@@ -183,10 +185,11 @@ void Stream::holdUntilWaited(std::chrono::milliseconds cap) {
   const uint64_t next = completed_.load(std::memory_order_relaxed) + 2;  // the work after this one
   chaos::settle(chaos::currentTicket());  // held work does not block later work
   const auto deadline = std::chrono::steady_clock::now() + cap;
-  while (demanded_.load(std::memory_order_relaxed) < next &&
-         std::chrono::steady_clock::now() < deadline) {
+  while (demanded_.load(std::memory_order_relaxed) < next) {
+    if (std::chrono::steady_clock::now() >= deadline) return chaos::noteHoldEnded(true);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  chaos::noteHoldEnded(false);
 }
 
 // Work enqueued under chaos scheduling: it takes its turn in launch order,
@@ -203,10 +206,12 @@ Stream::Work Stream::underChaos(Work work, uint64_t sequence) {
     if (held) {
       chaos::settle(ticket);
       const auto deadline = std::chrono::steady_clock::now() + chaos::kRandomHoldCap;
-      while (demanded_.load(std::memory_order_relaxed) < sequence &&
-             std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      bool expired = false;
+      while (!expired && demanded_.load(std::memory_order_relaxed) < sequence) {
+        expired = std::chrono::steady_clock::now() >= deadline;
+        if (!expired) std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
+      chaos::noteHoldEnded(expired);
       turn = chaos::takeTicket(this);
     }
     chaos::waitForTurn(turn, this);

@@ -46,6 +46,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   bool isComplete(uint64_t sequence);
   // Sequence number of the most recently enqueued work (0: none yet).
   uint64_t lastEnqueued() const { return enqueued_.load(std::memory_order_acquire); }
+  // Number of pieces of work completed (they complete in sequence order).
+  uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
   void waitFor(uint64_t sequence);
   // Waits for everything enqueued so far.
   void synchronize();
@@ -114,6 +116,8 @@ bool reportFailureOfCurrentWork(const std::string& message);
 
 // True on a stream's worker thread (that is, inside work the runtime runs).
 bool insideStreamWork();
+// The stream whose work the calling thread is running (null outside work).
+const Stream* streamOfCurrentWork();
 // Throws orErrorNotPermitted inside stream work: `call` would wait for work
 // that can only run after the calling work (its own stream, or work queued
 // behind it), so it could never return. CUDA forbids the same in callbacks.

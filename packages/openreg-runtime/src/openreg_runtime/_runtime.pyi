@@ -151,6 +151,11 @@ class Stream:
         Enqueue a Python callable; an exception it raises surfaces at the next synchronizing
         call as LaunchFailureError.
         """
+    def progress(self) -> tuple[int, int]:
+        """
+        ``(enqueued, completed)``: operations queued on the stream so far and how many
+        have completed (in order), as orStreamGetProgress reports them.
+        """
     def query(self) -> bool:
         """
         True if all work on the stream has completed; raises LaunchFailureError if some failed.

@@ -147,10 +147,13 @@ OR_API orError_t orMalloc(void** devPtr, size_t size);
  * pages go back to the OS) only once all work queued before the call, on any
  * stream of any device, has completed. orMalloc waits for such pending frees
  * before reporting orErrorOutOfMemory. Unlike cudaFree it never synchronizes,
- * so it may be called inside stream work. */
+ * so it may be called inside stream work; there, the calling stream is ordered
+ * at the running work (as cudaFreeAsync on it would be): the work queued
+ * behind it on the same stream runs after the free in stream order and is not
+ * waited for, so memory freed by the last user's work can be reused at once. */
 OR_API orError_t orFree(void* devPtr);
 /* Pinned host memory: copies between it and a device may be asynchronous.
- * orFreeHost is stream-ordered like orFree. */
+ * orFreeHost is stream-ordered like orFree (inside stream work too). */
 OR_API orError_t orMallocHost(void** ptr, size_t size);
 OR_API orError_t orFreeHost(void* ptr);
 /* Free and total bytes of the current device. */
@@ -212,6 +215,17 @@ OR_API orError_t orStreamGetPriority(orStream_t stream, int* priority);
 OR_API orError_t orStreamGetDevice(orStream_t stream, int* device);
 /* The current device's default stream as a real handle (never NULL). */
 OR_API orError_t orStreamGetDefault(orStream_t* stream);
+
+/* How far a stream has come: the number of operations (launched work, copies,
+ * fills, event waits) enqueued on it so far, and how many of them have
+ * completed. Operations complete in order, so the N-th has completed once
+ * *completed >= N. Inside work running on the stream, *completed counts the
+ * operations before it. Either output may be NULL. For bookkeeping in stream
+ * order without an event per point: a caching allocator notes *enqueued when
+ * memory is freed and knows that the work queued before the free has run
+ * once *completed reaches it. */
+OR_API orError_t orStreamGetProgress(orStream_t stream, unsigned long long* enqueued,
+                                     unsigned long long* completed);
 
 /* Runs fn(userData) on the stream's worker thread, after all earlier work
  * on the stream. A callback reports failure with orSetKernelError; the
@@ -283,6 +297,16 @@ OR_API orError_t orGetProcessUsage(orProcessUsage* entries, unsigned int* count)
  * after orDebugSetChaos(1, seed); seed 0 means OPENREG_DEBUG_SEED or random. */
 OR_API orError_t orDebugSetChaos(int enabled, unsigned long long seed);
 OR_API orError_t orDebugGetChaos(int* enabled, unsigned long long* seed);
+/* What chaos scheduling did in this process: pieces of work held until waited
+ * for, how many of those ran at their cap because nothing the runtime could
+ * see waited for them (a host wait on something else, such as another
+ * thread's condition), and how many turns in launch order gave up waiting at
+ * theirs. Expirations make a run slow and weaken the guarantee: a program
+ * that shows them waits for the device in a way the runtime cannot see. Any
+ * output may be NULL. */
+OR_API orError_t orDebugGetChaosStatistics(unsigned long long* holds,
+                                           unsigned long long* expiredHolds,
+                                           unsigned long long* expiredTurns);
 /* Under chaos scheduling, work enqueued on `stream` after this call runs only
  * once something waits for it (a synchronize, an event wait or query) — the
  * latest it may run — or after a cap of seconds. No effect otherwise. For
