@@ -13,6 +13,10 @@ fixed in advance (no timing probe, which would differ between the ranks).
 * DDP training step (zero_grad, forward, loss, backward with its bucketed
   all-reduces, SGD step; openreg synchronized at the end of each step):
   openreg over CPU, target at most 1.15x.
+* The same openreg step under chaos scheduling (OPENREG_DEBUG=chaos, each rank
+  its own seed) over the step without it: target at most 3x. The reducer waits
+  for its all-reduces through their futures, a wait chaos scheduling must see,
+  or each held piece of work waits out its cap (1 s).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ WORLD = 2
 SIZES = [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 BANDWIDTH_RATIO_TARGET = 0.9
 DDP_RATIO_TARGET = 1.15
+CHAOS_RATIO_TARGET = 3.0
+CHAOS_STEPS_PER_BATCH = 4
 BYTES_PER_BATCH = 48 << 20  # at the default batch time; fixed so both ranks agree
 DDP_STEPS_PER_BATCH = 10
 WORLD_TIMEOUT = 900.0
@@ -90,33 +96,36 @@ def _bandwidth_figures(settings: Settings) -> list[Figure]:
     return figures
 
 
-def _ddp_figure(settings: Settings) -> Figure:
+def _ddp_step(device: str) -> Callable[[], None]:
+    """One DDP training step of the MLP on ``device`` (synchronized on openreg)."""
     import torch
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     from benchmarks.training import _mlp
 
     model, make_optimizer, (inputs, targets), loss_fn = _mlp()
+    torch.manual_seed(3)
+    ddp = DistributedDataParallel(copy.deepcopy(model).to(device))
+    optimizer = make_optimizer(ddp)
+    x, y = inputs.to(device), targets.to(device)
+    synchronize = torch.openreg.synchronize if device == "openreg" else None
 
-    def step_fn(device: str) -> Callable[[], None]:
-        torch.manual_seed(3)
-        ddp = DistributedDataParallel(copy.deepcopy(model).to(device))
-        optimizer = make_optimizer(ddp)
-        x, y = inputs.to(device), targets.to(device)
-        synchronize = torch.openreg.synchronize if device == "openreg" else None
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(ddp(x), y).backward()
+        optimizer.step()
+        if synchronize is not None:
+            synchronize()
 
-        def step() -> None:
-            optimizer.zero_grad(set_to_none=True)
-            loss_fn(ddp(x), y).backward()
-            optimizer.step()
-            if synchronize is not None:
-                synchronize()
+    return step
 
-        return step
+
+def _ddp_figure(settings: Settings) -> Figure:
+    import torch
+    import torch.distributed as dist
 
     pair = compare(
-        step_fn("openreg"), step_fn("cpu"), torch.openreg.synchronize, settings, warmup=3,
+        _ddp_step("openreg"), _ddp_step("cpu"), torch.openreg.synchronize, settings, warmup=3,
         calls=DDP_STEPS_PER_BATCH,
     )  # fmt: skip
     name = "DDP training step, MLP 256-512-512-10, batch 64 per rank"
@@ -124,6 +133,31 @@ def _ddp_figure(settings: Settings) -> Figure:
         print(f"  distributed: {name}: openreg {pair.openreg_median * 1e3:.2f} ms, "
               f"CPU {pair.peer_median * 1e3:.2f} ms", flush=True)  # fmt: skip
     return ratio_figure(FAMILY, name, pair, DDP_RATIO_TARGET, {"world_size": WORLD})
+
+
+def _chaos_figure(settings: Settings) -> Figure:
+    import torch
+    import torch.distributed as dist
+
+    debug = torch.openreg.debug
+    plain = _ddp_step("openreg")
+
+    def under_chaos() -> None:
+        with debug.enabled("chaos"):
+            plain()
+
+    debug.enable("chaos")
+    debug.set_chaos_seed(1 + dist.get_rank())
+    debug.disable("chaos")
+    pair = compare(under_chaos, plain, torch.openreg.synchronize, settings, warmup=2,
+                   calls=CHAOS_STEPS_PER_BATCH)  # fmt: skip
+    statistics = debug.chaos_statistics()
+    name = "DDP training step under chaos scheduling over the same step without"
+    if dist.get_rank() == 0:
+        print(f"  distributed: {name}: {pair.openreg_median * 1e3:.2f} ms vs "
+              f"{pair.peer_median * 1e3:.2f} ms ({statistics})", flush=True)  # fmt: skip
+    return ratio_figure(FAMILY, name, pair, CHAOS_RATIO_TARGET,
+                        {"world_size": WORLD, "chaos": statistics})  # fmt: skip
 
 
 def worker(output: Path, settings: Settings) -> None:
@@ -143,7 +177,7 @@ def worker(output: Path, settings: Settings) -> None:
         "cpu:gloo,openreg:orgloo", store=store, rank=rank, world_size=WORLD,
         timeout=timedelta(seconds=WORLD_TIMEOUT),
     )  # fmt: skip
-    figures = [*_bandwidth_figures(settings), _ddp_figure(settings)]
+    figures = [*_bandwidth_figures(settings), _ddp_figure(settings), _chaos_figure(settings)]
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0:

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("memory",),
     ("integration",),
     ("engine",),
-    ("kernels", "custom_ops"),
+    ("distributed", "kernels", "custom_ops"),
     ("python",),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)

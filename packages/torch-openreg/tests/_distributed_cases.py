@@ -581,6 +581,39 @@ def case_ddp() -> None:
     print("OK")
 
 
+def case_ddp_under_chaos() -> None:
+    """DDP under chaos scheduling: the same weights, and no held work waits out its cap.
+
+    DDP's reducer waits for its all-reduces on the host, through the Work's future;
+    asking for the future counts as a wait for the work that issues the collective,
+    so chaos never holds it until its cap (which made each step take seconds).
+    """
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel
+
+    init(device_id=DEVICE)
+    batches = _batches(steps=3, per_rank=8)
+    reference = _mlp()
+    _train(reference, batches, torch.device("cpu"), shard=False)
+    torch.openreg.debug.enable("chaos")
+    torch.openreg.debug.set_chaos_seed(1 + RANK)
+    for hook in ("built-in", "python"):
+        model = DistributedDataParallel(_mlp().to(DEVICE), bucket_cap_mb=0.01)
+        if hook == "python":
+            model.register_comm_hook(None, default_hooks.allreduce_hook)
+        _train(model, batches, DEVICE, shard=True)
+        for (name, expected), actual in zip(reference.named_parameters(),
+                                            model.module.parameters(), strict=True):  # fmt: skip
+            torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=1e-6,
+                                       msg=f"{hook} hook: {name}")  # fmt: skip
+    statistics = torch.openreg.debug.chaos_statistics()
+    torch.openreg.debug.disable("chaos")
+    assert statistics["holds"] > 0, statistics
+    assert statistics["expired_holds"] == 0 and statistics["expired_turns"] == 0, statistics
+    dist.destroy_process_group()
+    print("OK")
+
+
 class _Block(torch.nn.Module):
     def __init__(self, width: int, heads: int) -> None:
         super().__init__()

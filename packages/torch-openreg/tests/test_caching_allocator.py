@@ -308,21 +308,22 @@ def test_record_stream_defers_reuse_until_that_streams_work_is_done(run_python):
         hold = torch_openreg._C._StreamHold(side.stream_id, side.device_index, 60.0)
         a.record_stream(side)
         del a
-        pending = stats()["allocated_bytes.all.current"]  # still held for the side stream
+        # As CUDA counts it: no longer allocated, still active (held for the side stream).
+        pending = [stats()[f"{key}.all.current"] for key in ("allocated_bytes", "active_bytes")]
         b = u8(1000)
         while_busy = b.data_ptr()
         hold.release()
         side.synchronize()
-        released = stats()["allocated_bytes.all.current"]
-        c = u8(1000)
-        emit(first=first, pending=pending, while_busy=while_busy, released=released,
-             after=c.data_ptr())
+        c = u8(1000)  # finished frees are collected at the next allocation
+        after = [stats()[f"{key}.all.current"] for key in ("allocated_bytes", "active_bytes")]
+        emit(first=first, pending=pending, while_busy=while_busy, after=after,
+             reused=c.data_ptr())
         """,
     )
-    assert out["pending"] == 1024
+    assert out["pending"] == [0, 1024]
     assert out["while_busy"] != out["first"]
-    assert out["released"] == 1024  # only b
-    assert out["after"] == out["first"]
+    assert out["after"] == [2048, 2048]  # b and c
+    assert out["reused"] == out["first"]
 
 
 # --- empty_cache and out of memory ---------------------------------------------------------

@@ -16,7 +16,10 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 import torch.distributed as dist
+from _async import held_stream, warm
 from conftest import clean_environment
+
+import torch_openreg
 
 debug = torch.openreg.debug
 REPEATS = 30
@@ -346,6 +349,85 @@ def test_freed_tensor_is_reported_once_not_against_later_ordered_work() -> None:
             reused.sum()
             torch.openreg.synchronize()
     debug.clear_race_reports()
+
+
+@pytest.fixture
+def broken_allocator(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The caching allocator breaks one of its reuse rules on purpose (a test-only hook)."""
+    torch_openreg._C._set_allocator_fault(request.param)
+    yield
+    torch_openreg._C._set_allocator_fault("none")
+
+
+def reuse_despite_record_stream() -> None:
+    """A correct program: x is recorded on the stream that still reads it."""
+    using = torch.openreg.Stream()
+    x = torch.ones(FREED, device="openreg")
+    warm(lambda t=x: t * 2)  # a first call would wait for the held stream
+    using.wait_stream(torch.openreg.current_stream())
+    with held_stream(using):
+        with torch.openreg.stream(using):
+            x * 2  # queued: reads x later
+        x.record_stream(using)
+        del x
+        torch.zeros(FREED, device="openreg")  # x's memory, if the allocator does not wait
+
+
+@pytest.mark.parametrize("broken_allocator", ["ignore_recorded_streams"], indirect=True)
+def test_memory_reused_under_recorded_work_is_caught_without_trusting_the_allocator(
+    races: None, broken_allocator: None
+) -> None:
+    expect_race(
+        reuse_despite_record_stream, "memory reused while in use", "record_stream", "bug in openreg"
+    )
+
+
+def test_the_same_program_is_clean_with_the_allocator_intact(races: None) -> None:
+    expect_clean(reuse_despite_record_stream)
+
+
+# float32 elements: a size no other test uses, so the freed block of that size is
+# the allocator's best fit for the kernel's allocation.
+KERNEL_SIDE = (4 << 20) + 4096
+
+
+def kernel_allocating_under_queued_work() -> tuple[torch.Tensor, torch.Tensor]:
+    """sum(dtype=float32) of an int tensor casts it to a float temporary inside its
+    kernel, while a read of the freed ``a`` is still queued behind it."""
+    xi = torch.randint(0, 100, (KERNEL_SIDE,), dtype=torch.int32, device="openreg")
+    a = torch.full((KERNEL_SIDE,), 5.0, device="openreg")
+    warm(lambda: torch.sum(xi, dtype=torch.float32), lambda t=a: t * 2)
+    with held_stream():
+        total = torch.sum(xi, dtype=torch.float32)  # allocates while it runs
+        doubled = a * 2  # queued behind it: reads a
+        del a
+    del total
+    return doubled, torch.full((KERNEL_SIDE,), 10.0)
+
+
+@pytest.mark.parametrize("broken_allocator", ["kernels_ignore_queued_work"], indirect=True)
+def test_a_kernel_given_memory_that_queued_work_uses_is_caught(broken_allocator: None) -> None:
+    with debug.enabled("races", races="report"):
+        debug.clear_race_reports()
+        doubled, expected = kernel_allocating_under_queued_work()
+        torch.openreg.synchronize()
+        reports = debug.race_reports()
+    debug.clear_race_reports()
+    assert not torch.equal(doubled.cpu(), expected)  # the broken allocator did corrupt it
+    assert any(
+        "memory reused while in use" in report
+        and "a kernel allocating while it runs" in report
+        and "aten::mul.Tensor reads the freed tensor" in report
+        and "bug in openreg" in report
+        for report in reports
+    ), reports
+
+
+def test_a_kernel_allocating_under_queued_work_is_clean_with_the_allocator_intact() -> None:
+    with debug.enabled("races", races="error"):
+        doubled, expected = kernel_allocating_under_queued_work()
+        torch.openreg.synchronize()
+    torch.testing.assert_close(doubled.cpu(), expected, rtol=0, atol=0)
 
 
 def test_rank_processes_inherit_the_debug_modes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,6 +38,10 @@ def test_ddp_matches_single_process_training(world_size):
     run_world("ddp", world_size, env=world_env(world_size))
 
 
+def test_ddp_under_chaos_scheduling_never_waits_out_a_hold():
+    run_world("ddp_under_chaos", 2)
+
+
 def test_fsdp2_trains_a_transformer_like_one_process():
     run_world("fsdp", 2)
 

@@ -368,3 +368,20 @@ def test_out_of_memory(run_python):
     assert lines["sum"] == str(float(MiB))
     assert lines["full"] == "1"
     assert "device 1" in lines["oom1"]
+
+
+def test_pinned_out_of_memory_names_the_sizes_and_the_fix(run_python):
+    result = run_python(
+        """
+        import torch, torch_openreg
+        try:
+            torch.empty(1 << 46, dtype=torch.uint8, pin_memory=True)
+        except torch.OutOfMemoryError as error:
+            print(error)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    message = result.stdout
+    assert "openreg out of pinned host memory: tried to allocate 64.00 TiB" in message, message
+    assert "the host has" in message and "available" in message, message
+    assert "pin_memory=False" in message, message

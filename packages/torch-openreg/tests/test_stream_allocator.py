@@ -26,7 +26,7 @@ import pytest
 import torch
 from _async import HeldStream, held_stream, warm
 
-import torch_openreg  # noqa: F401  (registers the device)
+import torch_openreg
 
 # Tests here compare exact memory statistics (conftest.py).
 pytestmark = pytest.mark.usefixtures("steady_memory_stats")
@@ -188,14 +188,17 @@ def test_record_stream_protects_memory_used_on_another_stream():
 
 def test_record_stream_defers_the_release_until_the_work_is_done():
     with _used_on_other_stream(record=True) as (y, freed, using, held):
-        # x was freed on the host, but its block stays allocated until ``using`` is done.
-        allocated = torch.openreg.memory_stats()["allocated_bytes.all.current"]
+        # As CUDA counts it: x's bytes stopped being allocated when it was freed,
+        # but its block stays active (a pending free) until ``using`` is done.
+        stats = torch.openreg.memory_stats()
+        active, allocated = stats["active_bytes.all.current"], stats["allocated_bytes.all.current"]
+        assert active == allocated + LARGE * 4
         assert not using.query()
         held.release()
         using.synchronize()
-        assert torch.openreg.memory_stats()["allocated_bytes.all.current"] == allocated - LARGE * 4
+        z = torch.empty(LARGE, device="openreg")  # the pool collects finished frees here
+        assert torch.openreg.memory_stats()["active_bytes.all.current"] == active
         # Once the work is done, the allocating stream gets the block again.
-        z = torch.empty(LARGE, device="openreg")
         assert z.data_ptr() == freed
         z.fill_(-5.0)
     assert_all(y, 6.0)
@@ -212,6 +215,139 @@ def test_without_record_stream_the_block_is_reused_at_once(races_off: None) -> N
         torch.openreg.current_stream().synchronize()  # the overwrite ran; y's kernel has not
     using.synchronize()
     assert_all(y, -10.0)
+
+
+def test_record_stream_before_the_use_covers_the_work_queued_until_the_free():
+    # The prefetcher pattern: record_stream first, then the work that uses the
+    # tensor. As with CUDA, the stream's work is waited for up to the free.
+    allocating, using = torch.openreg.current_stream(), torch.openreg.Stream()
+    with torch.openreg.stream(using):
+        _warm_signatures(LARGE)
+    _warm_signatures(LARGE)
+    torch.openreg.empty_cache()
+    x = torch.ones(LARGE, device="openreg")
+    x.mul_(3)
+    using.wait_stream(allocating)
+    x.record_stream(using)
+    using.synchronize()  # nothing of ``using`` is pending when record_stream is called
+    freed = x.data_ptr()
+    with held_stream(using):
+        with torch.openreg.stream(using):
+            y = x * 2
+        del x
+        z = torch.empty(LARGE, device="openreg")
+        assert z.data_ptr() != freed  # the block waits for ``using``'s queued read
+        z.fill_(-5.0)
+        allocating.synchronize()
+    with torch.openreg.stream(using):
+        assert_all(y, 6.0)
+    assert_all(z, -5.0)
+
+
+def test_record_stream_protects_private_pool_memory_alike():
+    using = torch.openreg.Stream()
+    with torch.openreg.stream(using):
+        _warm_signatures(LARGE)
+    _warm_signatures(LARGE)
+    pool = torch.openreg.MemPool()
+    with torch.openreg.use_mem_pool(pool):
+        x = torch.full((LARGE,), 3.0, device="openreg")
+        using.wait_stream(torch.openreg.current_stream())
+        x.record_stream(using)
+        using.synchronize()
+        freed = x.data_ptr()
+        with held_stream(using):
+            with torch.openreg.stream(using):
+                y = x * 2
+            del x
+            z = torch.empty(LARGE, device="openreg")
+            assert z.data_ptr() != freed
+            z.fill_(-5.0)
+            torch.openreg.current_stream().synchronize()
+    with torch.openreg.stream(using):
+        assert_all(y, 6.0)
+    assert_all(z, -5.0)
+
+
+def _train_with_a_prefetcher(device: str, batches: list, hold_steps: bool) -> list[torch.Tensor]:
+    """SGD fed by a CUDA-style data prefetcher: pinned batches copied with
+    non_blocking=True on a side stream, ``wait_stream`` and ``record_stream`` on
+    the compute stream before the step that uses them, the next batch fetched
+    after the step was queued. The previous step has run when record_stream is
+    called (as when a training loop logs its loss); with ``hold_steps`` a step
+    then stays queued until the next batch has been fetched, which is when a
+    batch freed too early is overwritten."""
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)
+    ).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> None:
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+    if device == "cpu":
+        for x, y in batches:
+            step(x, y)
+        return [p.detach().clone() for p in model.parameters()]
+    side, current = torch.openreg.Stream(), torch.openreg.current_stream()
+
+    def prefetch(index: int) -> tuple[torch.Tensor, ...] | None:
+        if index == len(batches):
+            return None
+        with torch.openreg.stream(side):
+            return tuple(t.pin_memory().to(device, non_blocking=True) for t in batches[index])
+
+    following = prefetch(0)
+    for index in range(len(batches)):
+        current.wait_stream(side)
+        batch, following = following, None
+        for tensor in batch:
+            tensor.record_stream(current)
+        current.synchronize()  # the previous step has run (a loop logging its loss)
+        hold = HeldStream(current) if hold_steps else None
+        step(*batch)
+        del batch, tensor
+        following = prefetch(index + 1)
+        if hold is not None:
+            hold.close()
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("hold_steps", [True, False])
+def test_a_prefetcher_training_loop_matches_the_cpu(hold_steps: bool) -> None:
+    torch.manual_seed(0)
+    batches = [(torch.randn(64, 32), torch.randn(64, 4)) for _ in range(8)]
+    expected = _train_with_a_prefetcher("cpu", batches, hold_steps=False)
+    _train_with_a_prefetcher("openreg", batches[:2], hold_steps=False)  # plans every signature
+    trained = _train_with_a_prefetcher("openreg", batches, hold_steps)
+    for got, want in zip(trained, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_pinned_memory_recorded_on_a_stream_waits_for_its_work():
+    # What a copy kernel tells the host allocator (at::HostAllocator::record_event):
+    # the block is reused only once the stream's work queued by the free has run.
+    stream = torch.openreg.Stream()
+    pinned = torch.empty(SMALL, pin_memory=True)
+    freed = pinned.data_ptr()
+    with held_stream(stream):
+        assert torch_openreg._C._host_record_event(pinned, stream.stream_id, stream.device_index)
+        del pinned
+        busy = torch.empty(SMALL, pin_memory=True)
+        assert busy.data_ptr() != freed
+    stream.synchronize()
+    later = torch.empty(SMALL, pin_memory=True)
+    assert later.data_ptr() == freed
+
+
+def test_record_event_ignores_memory_that_is_not_pinned():
+    stream = torch.openreg.Stream()
+    assert not torch_openreg._C._host_record_event(
+        torch.empty(SMALL), stream.stream_id, stream.device_index
+    )
 
 
 def test_record_stream_on_the_allocating_stream_is_harmless():

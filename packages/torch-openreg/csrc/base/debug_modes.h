@@ -13,18 +13,12 @@
 
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
-#include <c10/util/ArrayRef.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
-
-// Only passed by reference here: base/ does not depend on ATen's tensor.
-namespace at {
-class Tensor;
-}  // namespace at
 
 namespace torch_openreg {
 
@@ -75,15 +69,9 @@ class StreamOrderObserver {
   virtual void memoryAllocated(const void* pointer, size_t bytes) = 0;
   virtual void memoryFreed(const void* pointer) = 0;
   virtual void streamRecorded(const void* pointer, const c10::Stream& stream) = 0;
-  // Work that the integration layer launches itself and that is waited for
-  // through a handle (a collective and its c10d::Work): it reads `reads` and
-  // writes `writes` on `stream`, as a kernel does. Waiting for the handle is
-  // reported like waiting for an event recorded right after it:
-  // streamWaitedForEvent(stream, work) and eventSynchronized(work).
-  virtual void workLaunched(const void* work, const char* operation, const c10::Stream& stream,
-                            c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes) = 0;
-  // The handle is gone; its address may be reused.
-  virtual void workReleased(const void* work) = 0;
+  // The event (or another handle recorded like one, such as a collective's
+  // Work) is gone; its address may be reused.
+  virtual void eventDestroyed(const void* event) = 0;
 };
 
 // The installed observer, or nullptr while race detection is off.

@@ -18,11 +18,8 @@
 
 #include <cmath>
 
-#include "base/debug_modes.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
-#include "engine/race_detector.h"
-#include "integration/stream.h"
 
 namespace torch_openreg {
 namespace {
@@ -36,12 +33,11 @@ at::Tensor swishOpenReg(const at::Tensor& x) {
   const at::Tensor input = x.contiguous();
   at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
   const c10::DeviceIndex device = input.device().index();
-  // A hand-written kernel tells the race detector what it touches, as the
-  // boxed fallback does for ATen's operators.
-  if (debugModeOn(kDebugRaces))
-    checkLaunch("openreg::swish", currentStream(device), {input}, {output});
+  // A hand-written kernel says what it touches, as the boxed fallback does
+  // for ATen's operators: the launch path checks races from that.
+  const LaunchSpec spec{LaunchContext::forDevice(device), "openreg::swish", input, output};
   KernelContext context(device);
-  launchOnDevice(device, [in = context.alias(input), out = context.alias(output)] {
+  launchOnDevice(spec, [in = context.alias(input), out = context.alias(output)] {
     AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kHalf, at::kBFloat16, in.scalar_type(), "openreg_swish", [&] {
           using compute_t = at::opmath_type<scalar_t>;  // float for half/bfloat16

@@ -8,9 +8,10 @@
 // memory in place, with no copy.
 //
 // Ordering follows CUDA's rules, as with ProcessGroupNCCL:
-//   * a collective is handed to Gloo by a piece of work enqueued on the
-//     caller's current stream, so it starts only after the work queued before
-//     it there (stream order; no device synchronization);
+//   * a collective is handed to Gloo by a piece of work launched on the
+//     caller's current stream through the engine's launch path (so it is
+//     checked for races and profiled like a kernel), so it starts only after
+//     the work queued before it there (stream order; no device synchronization);
 //   * Work::wait() makes the caller's current stream wait for the collective
 //     (the host does not block, except for barrier); later work on that stream
 //     runs after it. Without wait(), queued compute overlaps the collective,
@@ -33,6 +34,8 @@
 #include <vector>
 
 namespace torch_openreg {
+
+class CollectiveIssuer;
 
 // The name torch.distributed knows the backend by ("cpu:gloo,openreg:orgloo").
 constexpr const char* kProcessGroupBackendName = "orgloo";
@@ -102,11 +105,9 @@ class ProcessGroupOpenReg final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
-  struct Engine;  // shared with work queued on streams (defined in the .cpp)
-
  private:
   c10::intrusive_ptr<c10d::Backend> gloo_;
-  std::shared_ptr<Engine> engine_;
+  std::shared_ptr<CollectiveIssuer> issuer_;  // shared with work queued on streams
   std::optional<c10::DeviceIndex> device_;
   c10::intrusive_ptr<Options> options_;
 };

@@ -13,7 +13,6 @@
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "engine/kernel_launch.h"
-#include "engine/race_detector.h"
 #include "integration/stream.h"
 
 namespace py = pybind11;
@@ -53,7 +52,10 @@ void runCompiledKernel(const CompiledKernel& kernel, const uint64_t* words) {
 }  // namespace
 
 CompiledKernel::CompiledKernel(std::string name, Entry entry, std::string kinds)
-    : name_(std::move(name)), entry_(entry), kinds_(std::move(kinds)) {
+    : name_(std::move(name)),
+      launchName_("compiled kernel " + name_),
+      entry_(entry),
+      kinds_(std::move(kinds)) {
   TORCH_CHECK(entry_ != nullptr, "compiled openreg kernel '", name_, "' has no entry point");
   for (const char kind : kinds_) {
     TORCH_CHECK(isKnownKind(kind), "compiled openreg kernel '", name_, "': unknown argument kind '",
@@ -106,13 +108,10 @@ void CompiledLaunchArguments::addFloat(double value) {
 void CompiledLaunchArguments::launch() && {
   TORCH_INTERNAL_ASSERT(words_.size() == kernel_->kinds().size());
   const c10::DeviceIndex device = device_ >= 0 ? device_ : currentDevice();
-  if (debugModeOn(kDebugRaces)) {
-    checkLaunch("compiled kernel " + kernel_->name(), currentStream(device), reads_, writes_);
-  }
-  launchOnDevice(device, [kernel = std::move(kernel_), words = std::move(words_),
-                          hostTensors = std::move(hostTensors_)] {
-    runCompiledKernel(*kernel, words.data());
-  });
+  const LaunchSpec spec{LaunchContext::forDevice(device), kernel_->launchName(), reads_, writes_};
+  launchOnDevice(
+      spec, [kernel = std::move(kernel_), words = std::move(words_),
+             hostTensors = std::move(hostTensors_)] { runCompiledKernel(*kernel, words.data()); });
 }
 
 namespace {

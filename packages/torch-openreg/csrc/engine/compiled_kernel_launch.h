@@ -10,12 +10,11 @@
 //
 // A launch translates every device pointer to its kernel-view address and
 // enqueues the call on the current stream of the arguments' device
-// (launchOnDevice): the host returns at once, no copy is made, memory
-// protection is never touched, and the kernel runs in order with eager work
-// on that stream. Like an eager kernel, queued work holds addresses, not
-// tensors: device memory keeps the caller's lifetime and stream-ordered reuse
-// (block_pool.h) makes a buffer freed after the launch safe. Host tensors,
-// which have no such ordering, are snapshotted at launch. A failure inside the
+// (launchOnDevice, with the tensors it reads and writes): the host returns at once, no copy is
+// made, memory protection is never touched, and the kernel runs in order with eager work on that
+// stream. Like an eager kernel, queued work holds addresses, not tensors: device memory keeps the
+// caller's lifetime and stream-ordered reuse (block_pool.h) makes a buffer freed after the launch
+// safe. Host tensors, which have no such ordering, are snapshotted at launch. A failure inside the
 // kernel becomes the stream's error and surfaces at the next synchronizing
 // call, as for eager kernels.
 #pragma once
@@ -50,11 +49,14 @@ class CompiledKernel {
   CompiledKernel(std::string name, Entry entry, std::string kinds);
 
   const std::string& name() const { return name_; }
+  // How a launch of it is named in race reports.
+  const std::string& launchName() const { return launchName_; }
   const std::string& kinds() const { return kinds_; }
   Entry entry() const { return entry_; }
 
  private:
   std::string name_;
+  std::string launchName_;
   Entry entry_;
   std::string kinds_;
 };

@@ -37,7 +37,6 @@
 #include "engine/launch_context.h"
 #include "engine/operator_plan.h"
 #include "engine/plan.h"
-#include "engine/race_detector.h"
 #include "engine/tensor_layout.h"
 #include "integration/device_allocator.h"
 
@@ -49,11 +48,11 @@ using Arguments = std::vector<c10::IValue>;
 // ---- Synchronous path --------------------------------------------------------
 
 std::vector<c10::IValue> runSynchronously(const c10::OperatorHandle& op, const Arguments& arguments,
-                                          const LaunchContext& launch) {
+                                          const LaunchSpec& spec) {
   const c10::FunctionSchema& schema = op.schema();
   std::vector<c10::IValue> results;
-  runOnDevice(launch, [&] {
-    KernelContext context(launch.device);
+  runOnDevice(spec, [&] {
+    KernelContext context(spec.context.device);
     torch::jit::Stack cpuStack;
     cpuStack.reserve(arguments.size());
     for (size_t i = 0; i < arguments.size(); ++i) {
@@ -240,8 +239,8 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
 }
 
 std::vector<c10::IValue> launchPlanned(const c10::OperatorHandle& op, const Arguments& arguments,
-                                       const LaunchContext& launch,
-                                       std::shared_ptr<const Plan> plan) {
+                                       const LaunchSpec& spec, std::shared_ptr<const Plan> plan) {
+  const LaunchContext& launch = spec.context;
   applyArgumentLayouts(*plan, arguments);
   std::vector<c10::IValue> results;
   c10::SmallVector<at::Tensor, 2> outputs;
@@ -256,7 +255,9 @@ std::vector<c10::IValue> launchPlanned(const c10::OperatorHandle& op, const Argu
   const std::optional<Arguments> snapshot = snapshotHostTensors(arguments);
   auto kernel =
       prepare(op, snapshot ? *snapshot : arguments, outputs, launch.device, std::move(plan));
-  launchOnDevice(launch, [kernel] { kernel->run(); });
+  LaunchSpec writingOutputs = spec;
+  writingOutputs.writes = outputs;
+  launchOnDevice(writingOutputs, [kernel] { kernel->run(); });
   return results;
 }
 
@@ -275,9 +276,9 @@ std::vector<TensorLayout> mutableLayouts(const c10::OperatorHandle& op,
 }
 
 std::vector<c10::IValue> runFirstCall(const c10::OperatorHandle& op, const Arguments& arguments,
-                                      const LaunchContext& launch, const PlanTicket& ticket) {
+                                      const LaunchSpec& spec, const PlanTicket& ticket) {
   const std::vector<TensorLayout> before = mutableLayouts(op, arguments);
-  std::vector<c10::IValue> results = runSynchronously(op, arguments, launch);
+  std::vector<c10::IValue> results = runSynchronously(op, arguments, spec);
   std::vector<std::pair<size_t, TensorLayout>> changed;
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (!before[i].defined || !arguments[i].isTensor()) continue;
@@ -317,35 +318,26 @@ bool resultNeedsDeviceData(const c10::OperatorHandle& op,
   return op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output);
 }
 
+// What the sync debug mode calls this call, if it synchronizes as on CUDA
+// (empty otherwise, and whenever the mode is off).
+std::string dataDependentSynchronization(const c10::OperatorHandle& op,
+                                         const c10::ArrayRef<c10::IValue> arguments) {
+  if (syncDebugMode() == SyncDebugMode::Default || !resultNeedsDeviceData(op, arguments)) return {};
+  return op.schema().operator_name().name + " (its result depends on tensor data)";
+}
+
 void checkDataDependentCall(const c10::OperatorHandle& op,
                             const c10::ArrayRef<c10::IValue> arguments) {
-  if (syncDebugMode() == SyncDebugMode::Default || !resultNeedsDeviceData(op, arguments)) return;
-  const std::string what =
-      op.schema().operator_name().name + " (its result depends on tensor data)";
-  checkSynchronization(what.c_str());
+  const std::string what = dataDependentSynchronization(op, arguments);
+  if (!what.empty()) checkSynchronization(what.c_str());
 }
 
 // ---- Race detection (OPENREG_DEBUG=races) ------------------------------------
 
-// The schema says what an operator does with its tensors: arguments it
-// mutates are written, other tensor arguments read.
-void checkOperatorAccesses(const c10::OperatorHandle& op, const Arguments& arguments,
-                           const c10::Stream& stream) {
-  std::vector<at::Tensor> reads, writes;
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    const bool write = isMutable(op.schema().arguments()[i]);
-    mapTensors(arguments[i], [&](const at::Tensor& tensor) {
-      (write ? writes : reads).push_back(tensor);
-      return tensor;
-    });
-  }
-  checkLaunch(c10::toString(op.operator_name()), stream, reads, writes);
-}
-
 // New results are written by the launch; results sharing memory with an
 // argument (views, mutated arguments) were checked as arguments.
-void recordNewResults(const c10::OperatorHandle& op, const Arguments& arguments,
-                      const std::vector<c10::IValue>& results, const c10::Stream& stream) {
+std::vector<at::Tensor> newResults(const Arguments& arguments,
+                                   const std::vector<c10::IValue>& results) {
   std::vector<const void*> argumentMemory;
   for (const c10::IValue& argument : arguments) {
     mapTensors(argument, [&](const at::Tensor& tensor) {
@@ -364,7 +356,7 @@ void recordNewResults(const c10::OperatorHandle& op, const Arguments& arguments,
       return tensor;
     });
   }
-  recordResults(c10::toString(op.operator_name()), stream, written);
+  return written;
 }
 
 // ---- Dispatch ----------------------------------------------------------------
@@ -372,20 +364,20 @@ void recordNewResults(const c10::OperatorHandle& op, const Arguments& arguments,
 void runInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t argumentCount = op.schema().arguments().size();
   Arguments arguments(stack->end() - argumentCount, stack->end());
-  const LaunchContext launch = LaunchContext::forDevice(findDevice(op, arguments));
+  LaunchSpec spec{LaunchContext::forDevice(findDevice(op, arguments)), op};
   const PlanTicket ticket = planOperatorCall(op, arguments);
-  checkDataDependentCall(op, arguments);
-  const bool checkRaces = debugModeOn(kDebugRaces);
-  if (checkRaces) checkOperatorAccesses(op, arguments, launch.stream);
+  const std::string synchronization = dataDependentSynchronization(op, arguments);
+  spec.arguments = arguments;
+  if (!synchronization.empty()) spec.synchronizes = synchronization.c_str();
   std::vector<c10::IValue> results;
-  if (ticket.firstCall()) {
-    results = runFirstCall(op, arguments, launch, ticket);
-  } else if (ticket.plan->synchronous) {
-    results = runSynchronously(op, arguments, launch);
+  if (ticket.firstCall() || ticket.plan->synchronous) {
+    results = ticket.firstCall() ? runFirstCall(op, arguments, spec, ticket)
+                                 : runSynchronously(op, arguments, spec);
+    // Known once the kernel has run; an asynchronous launch declares its outputs.
+    if (debugModeOn(kDebugRaces)) recordLaunchResults(spec, newResults(arguments, results));
   } else {
-    results = launchPlanned(op, arguments, launch, ticket.plan);
+    results = launchPlanned(op, arguments, spec, ticket.plan);
   }
-  if (checkRaces) recordNewResults(op, arguments, results, launch.stream);
   torch::jit::drop(*stack, argumentCount);
   for (c10::IValue& result : results) stack->push_back(std::move(result));
 }

@@ -5,13 +5,11 @@
 #include <memory>
 #include <utility>
 
-#include "base/debug_modes.h"
 #include "engine/kernel_allocator.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
 #include "engine/meta_shadow.h"
 #include "engine/plan.h"
-#include "engine/race_detector.h"
 
 namespace torch_openreg {
 namespace {
@@ -31,24 +29,23 @@ void planFunctionOnMeta(const std::vector<at::Tensor>& inputs, const TensorFunct
   }
 }
 
-std::vector<at::Tensor> runNow(const LaunchContext& launch, const std::vector<at::Tensor>& inputs,
+std::vector<at::Tensor> runNow(const LaunchSpec& spec, const std::vector<at::Tensor>& inputs,
                                const TensorFunction& function) {
   std::vector<at::Tensor> results;
-  runOnDevice(launch, [&] {
-    KernelContext context(launch.device);
+  runOnDevice(spec, [&] {
+    KernelContext context(spec.context.device);
     std::vector<at::Tensor> aliases;
     aliases.reserve(inputs.size());
     for (const at::Tensor& input : inputs) aliases.push_back(context.alias(input));
     for (const at::Tensor& result : function(aliases)) results.push_back(context.adopt(result));
   });
-  if (debugModeOn(kDebugRaces)) recordResults("native kernel", launch.stream, results);
+  recordLaunchResults(spec, results);
   return results;
 }
 
-std::vector<at::Tensor> runFirstCall(const LaunchContext& launch,
-                                     const std::vector<at::Tensor>& inputs,
+std::vector<at::Tensor> runFirstCall(const LaunchSpec& spec, const std::vector<at::Tensor>& inputs,
                                      const TensorFunction& function, const PlanTicket& ticket) {
-  std::vector<at::Tensor> results = runNow(launch, inputs, function);
+  std::vector<at::Tensor> results = runNow(spec, inputs, function);
   const std::vector<c10::IValue> values(results.begin(), results.end());
   confirmPlan(ticket, values, {});
   return results;
@@ -63,9 +60,9 @@ std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at
       lookUpPlan(PlanKey::forFunction(signature.name, signature.parameters, inputs),
                  [&](Plan& plan) { planFunctionOnMeta(inputs, function, plan); });
   const LaunchContext launch = LaunchContext::forDevice(device);
-  if (debugModeOn(kDebugRaces)) checkLaunch(signature.name, launch.stream, inputs, {});
-  if (ticket.firstCall()) return runFirstCall(launch, inputs, function, ticket);
-  if (ticket.plan->synchronous) return runNow(launch, inputs, function);
+  LaunchSpec spec{launch, signature.name, inputs};
+  if (ticket.firstCall()) return runFirstCall(spec, inputs, function, ticket);
+  if (ticket.plan->synchronous) return runNow(spec, inputs, function);
 
   // The aliases are made on the worker (DeferredAliases): inputs, then outputs.
   std::shared_ptr<const Plan> plan = ticket.plan;
@@ -76,8 +73,9 @@ std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at
     outputs.push_back(emptyWithLayout(result.layout, launch));
     aliases.record(outputs.back());
   }
-  launchOnDevice(launch, [aliases = std::move(aliases), inputCount = inputs.size(),
-                          function = std::move(function), plan] {
+  spec.writes = outputs;
+  launchOnDevice(spec, [aliases = std::move(aliases), inputCount = inputs.size(),
+                        function = std::move(function), plan] {
     const c10::SmallVector<at::Tensor, 4> made = aliases.materialize();
     const std::vector<at::Tensor> inputAliases(made.begin(), made.begin() + inputCount);
     const c10::ArrayRef<at::Tensor> outputAliases =
@@ -86,7 +84,6 @@ std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at
     const std::vector<at::Tensor> results = function(inputAliases);
     for (size_t i = 0; i < outputAliases.size(); ++i) reserved.place(i, results[i]);
   });
-  if (debugModeOn(kDebugRaces)) recordResults(signature.name, launch.stream, outputs);
   return outputs;
 }
 

@@ -1,4 +1,5 @@
-// kernel_launch.cpp — stream launch, the kernel's thread state, error transport.
+// kernel_launch.cpp — stream launch, the checks every launch gets, the
+// kernel's thread state, error transport.
 #include "engine/kernel_launch.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -19,6 +20,8 @@
 #include "base/gil.h"
 #include "base/kernel_thread.h"
 #include "base/runtime_check.h"
+#include "base/sync_debug.h"
+#include "engine/fallback_arguments.h"
 #include "engine/kernel_allocator.h"
 #include "engine/race_detector.h"
 #include "integration/stream.h"
@@ -64,7 +67,8 @@ class KernelScope {
       : inference_(inferenceMode),
         allocations_(stream.device_index()),
         previousStream_(exchangeStream(stream)),
-        warnings_(warnings) {}
+        warnings_(warnings),
+        kernelThread_(nativeHandle(stream)) {}
   ~KernelScope() { exchangeStream(previousStream_); }
   KernelScope(const KernelScope&) = delete;
   KernelScope& operator=(const KernelScope&) = delete;
@@ -79,6 +83,62 @@ class KernelScope {
   KernelThreadScope kernelThread_;
 };
 
+// ---- The checks every launch gets ------------------------------------------------
+
+// The race detector's view of one launch: the tensors it touches, checked
+// before the work is queued, and told when the work has run.
+class RaceCheck {
+ public:
+  explicit RaceCheck(const LaunchSpec& spec) {
+    if (!debugModeOn(kDebugRaces) || insideKernel()) return;
+    if (spec.arguments.empty()) {
+      completion_ = checkLaunch(spec.operation.str(), spec.context.stream, spec.reads, spec.writes);
+      return;
+    }
+    std::vector<at::Tensor> reads(spec.reads.begin(), spec.reads.end());
+    std::vector<at::Tensor> writes(spec.writes.begin(), spec.writes.end());
+    listArgumentAccesses(spec, reads, writes);
+    completion_ = checkLaunch(spec.operation.str(), spec.context.stream, reads, writes);
+  }
+  // For the work: marks the launch finished when the work has run.
+  std::shared_ptr<LaunchCompletion> completion() const { return completion_; }
+
+ private:
+  // An operator's schema says what it does with its tensors: arguments it
+  // mutates are written, other tensor arguments read.
+  static void listArgumentAccesses(const LaunchSpec& spec, std::vector<at::Tensor>& reads,
+                                   std::vector<at::Tensor>& writes) {
+    const c10::FunctionSchema& schema = spec.operation.op()->schema();
+    for (size_t i = 0; i < spec.arguments.size(); ++i) {
+      const bool write = isMutable(schema.arguments()[i]);
+      mapTensors(spec.arguments[i], [&](const at::Tensor& tensor) {
+        (write ? writes : reads).push_back(tensor);
+        return tensor;
+      });
+    }
+  }
+
+  std::shared_ptr<LaunchCompletion> completion_;
+};
+
+// Work wrapped so the race detector learns when it has run (also when it
+// failed: a failed kernel touches memory no more).
+std::function<void()> reportingCompletion(std::function<void()> body,
+                                          std::shared_ptr<LaunchCompletion> completion) {
+  if (completion == nullptr) return body;
+  return [body = std::move(body), completion = std::move(completion)] {
+    struct MarkOnExit {
+      LaunchCompletion& completion;
+      ~MarkOnExit() { completion.markFinished(); }
+    } mark{*completion};
+    body();
+  };
+}
+
+void beforeLaunch(const LaunchSpec& spec) {
+  if (spec.synchronizes != nullptr) checkSynchronization(spec.synchronizes);
+}
+
 // ---- Asynchronous launches ----------------------------------------------------
 // A launch's state is allocated by the host thread. It is also freed there:
 // the worker only hands finished launches back (a lock-free list) and the
@@ -89,6 +149,7 @@ struct Launch {
   std::function<void()> body;
   c10::Stream stream;
   bool inferenceMode;
+  bool kernelEnvironment;
   std::unique_ptr<DeviceActivity> activity;  // null unless the profiler records
   Launch* next = nullptr;
 };
@@ -115,7 +176,8 @@ void runLaunch(void* data) {
   auto* launch = static_cast<Launch*>(data);
   {
     WorkerWarnings dropped(false);
-    KernelScope scope(launch->stream, launch->inferenceMode, &dropped);
+    std::optional<KernelScope> scope;
+    if (launch->kernelEnvironment) scope.emplace(launch->stream, launch->inferenceMode, &dropped);
     DeviceActivityTiming timing(launch->activity);
     try {
       launch->body();
@@ -139,36 +201,36 @@ bool launchBlocking() {
   return blocking;
 }
 
-void launchOnDevice(const LaunchContext& context, std::function<void()> body) {
+void launchOnDevice(const LaunchSpec& spec, std::function<void()> body) {
+  const LaunchContext& context = spec.context;
   if (insideKernel()) {  // a kernel calling another openreg op: already on a worker
     KernelAllocationScope allocations(context.device);
     body();
     return;
   }
-  if (launchBlocking()) return runOnDevice(context, body);
+  if (launchBlocking()) return runOnDevice(spec, body);
+  beforeLaunch(spec);
+  const RaceCheck races(spec);
   reclaimFinishedLaunches();
+  DeviceActivityKindScope profiledAs(spec.activity, spec.activityLabel);
   LaunchRecording recording(context.stream);
-  auto* launch = new Launch{std::move(body), context.stream, c10::InferenceMode::is_enabled(),
-                            recording.take()};
+  auto* launch = new Launch{reportingCompletion(std::move(body), races.completion()),
+                            context.stream, c10::InferenceMode::is_enabled(),
+                            spec.kernelEnvironment, recording.take()};
   const orError_t status = orLaunchHostFunc(context.handle, &runLaunch, launch);
   if (status != orSuccess) delete launch;
   OPENREG_CHECK(status);
 }
 
-void launchOnDevice(c10::DeviceIndex device, std::function<void()> body) {
-  launchOnDevice(LaunchContext::forDevice(device), std::move(body));
-}
-
-void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body) {
-  runOnDevice(LaunchContext::forDevice(device), body);
-}
-
-void runOnDevice(const LaunchContext& context, const std::function<void()>& body) {
+void runOnDevice(const LaunchSpec& spec, const std::function<void()>& body) {
+  const LaunchContext& context = spec.context;
   if (insideKernel()) {
     KernelAllocationScope allocations(context.device);
     body();
     return;
   }
+  beforeLaunch(spec);
+  const RaceCheck races(spec);
   const c10::Stream& stream = context.stream;
   const bool inferenceMode = c10::InferenceMode::is_enabled();
   std::exception_ptr failure;
@@ -176,11 +238,14 @@ void runOnDevice(const LaunchContext& context, const std::function<void()>& body
   // The caller's use_mem_pool routes: what the kernel allocates becomes the
   // caller's results, so it comes from the pool the caller allocates from.
   PoolRoutes routes = currentPoolRoutes();
+  std::optional<DeviceActivityKindScope> profiledAs(std::in_place, spec.activity,
+                                                    spec.activityLabel);
   std::optional<LaunchRecording> recording(std::in_place, stream);
   auto activity = recording->take();
   auto work = [&] {
     PoolRoutesScope callerRoutes(std::move(routes));
-    KernelScope scope(stream, inferenceMode, &warnings);
+    std::optional<KernelScope> scope;
+    if (spec.kernelEnvironment) scope.emplace(stream, inferenceMode, &warnings);
     DeviceActivityTiming timing(activity);
     try {
       body();
@@ -191,13 +256,29 @@ void runOnDevice(const LaunchContext& context, const std::function<void()>& body
   orStream_t handle = context.handle;
   OPENREG_CHECK(openreg::launchHostFunc(handle, work));
   recording.reset();  // the launch ends here; the wait is not part of it
+  profiledAs.reset();
+  orError_t waited = orSuccess;
   {
     GilReleasedIfHeld unlocked;  // queued work may need it (Python-defined operators)
-    OPENREG_CHECK(orStreamSynchronize(handle));
+    waited = orStreamSynchronize(handle);
   }
+  if (races.completion() != nullptr) races.completion()->markFinished();
+  OPENREG_CHECK(waited);
+  if (spec.hostWaits && debugModeOn(kDebugRaces)) hostWaitedFor(stream);
   reclaimFinishedLaunches();
   warnings.reissue();
   if (failure) std::rethrow_exception(failure);
+}
+
+void recordLaunchResults(const LaunchSpec& spec, c10::ArrayRef<at::Tensor> results) {
+  if (debugModeOn(kDebugRaces)) recordResults(spec.operation.str(), spec.context.stream, results);
+}
+
+std::string OperationName::str() const {
+  if (literal_ != nullptr) return literal_;
+  if (text_ != nullptr) return *text_;
+  if (op_ != nullptr) return c10::toString(op_->operator_name());
+  return "openreg work";
 }
 
 void streamWaitsFor(const c10::Stream& waiter, const c10::Stream& producer) {

@@ -1,13 +1,18 @@
-// kernel_launch.h — running operator code as work on an openreg stream.
+// kernel_launch.h — the one path from the host to an openreg stream.
 //
 // Every openreg kernel runs on the worker thread of the current stream of its
 // device: that is where the runtime allows kernel-view addresses. Work is
-// asynchronous, as on CUDA: launchOnDevice() enqueues and returns at once, and
-// the work owns everything it uses (tensors captured by value stay alive, and
-// their memory allocated, until it has run). Work runs below autograd with
-// gradients off (it is an operator already dispatched; the caller's modes do
-// not apply to what it calls internally), and CPU allocations inside it come
-// from the device (KernelAllocationScope).
+// asynchronous, as on CUDA: launchOnDevice() enqueues and returns at once.
+// Work does not own the device memory it uses (stream order protects it, see
+// block_pool.h); it runs below autograd with gradients off (it is an
+// operator already dispatched; the caller's modes do not apply to what it
+// calls internally), and CPU allocations inside it come from the device
+// (KernelAllocationScope).
+//
+// Each launch is described by a LaunchSpec (launch_spec.h), and this path
+// does what every launch needs from it: the sync debug mode's check, the race
+// detector's check of the tensors it touches (and telling the detector when
+// the work has run), and the profiler's record.
 //
 // A failure inside asynchronous work is reported by the next synchronizing
 // call (stream/event/device synchronize, .cpu(), .item(), ...) with the
@@ -15,25 +20,24 @@
 // result the caller needs: it waits, and rethrows with the original type.
 #pragma once
 
-#include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
 #include <functional>
 
-#include "engine/launch_context.h"
+#include "engine/launch_spec.h"
 
 namespace torch_openreg {
 
-// Enqueues `body` on the context's stream; returns immediately.
-void launchOnDevice(const LaunchContext& context, std::function<void()> body);
-// The same on the current stream of `device`.
-void launchOnDevice(c10::DeviceIndex device, std::function<void()> body);
+// Enqueues `body` on the spec's stream; returns immediately.
+void launchOnDevice(const LaunchSpec& spec, std::function<void()> body);
 
-// Runs `body` on the context's stream after all work queued there, waits for
+// Runs `body` on the spec's stream after all work queued there, waits for
 // it, and rethrows its exception (if any) on the caller.
-void runOnDevice(const LaunchContext& context, const std::function<void()>& body);
-// The same on the current stream of `device`.
-void runOnDevice(c10::DeviceIndex device, const std::function<void()>& body);
+void runOnDevice(const LaunchSpec& spec, const std::function<void()>& body);
+
+// The tensors a synchronous launch wrote that were only known once it ran
+// (its new results), for the race detector.
+void recordLaunchResults(const LaunchSpec& spec, c10::ArrayRef<at::Tensor> results);
 
 // OPENREG_LAUNCH_BLOCKING=1 (read once, validated): every launch waits for
 // its work and rethrows its error, like CUDA_LAUNCH_BLOCKING=1.

@@ -23,6 +23,7 @@
 
 #include "base/debug_modes.h"
 #include "base/kernel_thread.h"
+#include "integration/stream.h"
 
 namespace torch_openreg {
 namespace {
@@ -135,12 +136,18 @@ void merge(Clock& into, const Clock& from) {
 
 // ---- Accesses ------------------------------------------------------------------
 
-// One launch, shared by the accesses it made.
+// One launch, shared by the accesses it made. `completion` is set by the
+// launch path when the work has run.
 struct Launch {
   std::string operation;
   c10::Stream stream;
   std::shared_ptr<const PythonStack> stack;
+  std::shared_ptr<LaunchCompletion> completion;
 };
+
+bool finished(const Launch& launch) {
+  return launch.completion->finished.load(std::memory_order_acquire);
+}
 
 struct Access {
   uint32_t stream;
@@ -186,11 +193,20 @@ std::string describeTensor(const std::vector<int64_t>& sizes, c10::ScalarType dt
   return text.str();
 }
 
-// What a report needs, gathered under the mutex and formatted after it.
+// What a report needs, gathered under the mutex and formatted after it: a
+// race between two accesses, or memory handed out again while an earlier
+// access to it was still queued (`current` unused; `handout` says where).
 struct PendingReport {
+  enum class Kind : uint8_t { Race, ReusedWhileQueued };
+  enum class Handout : uint8_t { Host, Kernel };
   Access current;
   Access previous;
   uintptr_t allocationBegin, allocationEnd;
+  Kind kind = Kind::Race;
+  Handout handout = Handout::Host;
+  bool recorded = false;  // the earlier access's stream was declared with record_stream
+  bool allocatorFault = false;  // the allocator should have waited (not the user's bug)
+  std::shared_ptr<const PythonStack> handoutStack;
 };
 
 constexpr size_t kKeptReports = 100;
@@ -199,8 +215,9 @@ constexpr size_t kFreedLimit = 4096;      // freed allocations remembered
 
 class RaceDetector final : public StreamOrderObserver {
  public:
-  void check(const std::string& operation, const c10::Stream& stream,
-             c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes);
+  std::shared_ptr<LaunchCompletion> check(const std::string& operation, const c10::Stream& stream,
+                                          c10::ArrayRef<at::Tensor> reads,
+                                          c10::ArrayRef<at::Tensor> writes);
   void recordResults(const std::string& operation, const c10::Stream& stream,
                      c10::ArrayRef<at::Tensor> writes);
   void streamWaited(const c10::Stream& waiter, const c10::Stream& producer);
@@ -213,9 +230,7 @@ class RaceDetector final : public StreamOrderObserver {
   void memoryAllocated(const void* pointer, size_t bytes) override;
   void memoryFreed(const void* pointer) override;
   void streamRecorded(const void* pointer, const c10::Stream& stream) override;
-  void workLaunched(const void* work, const char* operation, const c10::Stream& stream,
-                    c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes) override;
-  void workReleased(const void* work) override;
+  void eventDestroyed(const void* event) override;
 
   RaceStatistics statistics();
   std::vector<std::string> reports();
@@ -224,9 +239,13 @@ class RaceDetector final : public StreamOrderObserver {
 
  private:
   uint32_t indexOf(const c10::Stream& stream);
-  Allocation& allocationOf(const at::Tensor& tensor);
-  Allocation& adopt(uintptr_t begin, uintptr_t end);
+  Allocation& allocationOf(const at::Tensor& tensor, std::vector<PendingReport>& found);
+  Allocation& adopt(uintptr_t begin, uintptr_t end, PendingReport::Handout handout,
+                    std::vector<PendingReport>& found);
+  bool inherit(const Allocation& old, const Access& access, PendingReport::Handout handout,
+               std::vector<PendingReport>& found);
   bool orderedBefore(const Access& earlier, uint32_t stream) const;
+  bool recordedOn(const Allocation& allocation, uint32_t stream);
   uint32_t recordLaunch(const std::shared_ptr<const Launch>& launch,
                         c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes,
                         std::vector<PendingReport>& found);
@@ -234,6 +253,7 @@ class RaceDetector final : public StreamOrderObserver {
   void forget(std::vector<Access>& history);
   void publish(std::vector<PendingReport>& found);
   std::string format(const PendingReport& report);
+  std::string formatReuse(const PendingReport& report);
 
   std::mutex mutex_;
   std::unordered_map<c10::Stream, uint32_t> streamIndex_;
@@ -269,9 +289,43 @@ void RaceDetector::forget(std::vector<Access>& history) {
                 history.end());
 }
 
+bool RaceDetector::recordedOn(const Allocation& allocation, uint32_t stream) {
+  for (const c10::Stream& recorded : allocation.recordedStreams) {
+    if (indexOf(recorded) == stream) return true;
+  }
+  return false;
+}
+
+// Whether the new owner of memory inherits `access` of its freed owner, to be
+// checked against its own first access. What the detector has seen decides,
+// not what the allocator believed: an access whose work has run is harmless
+// once its stream was declared with record_stream (the allocator had to wait
+// for it); one still queued is reported now if nothing can order it before
+// the new owner's work — its stream was declared (the allocator should have
+// waited), or the memory goes to a kernel (queued work runs behind it).
+bool RaceDetector::inherit(const Allocation& old, const Access& access,
+                           PendingReport::Handout handout, std::vector<PendingReport>& found) {
+  const bool recorded = recordedOn(old, access.stream);
+  if (finished(*access.launch)) return !recorded;
+  if (recorded || handout == PendingReport::Handout::Kernel) {
+    PendingReport report{access, access, old.begin, old.end};
+    report.kind = PendingReport::Kind::ReusedWhileQueued;
+    report.handout = handout;
+    report.recorded = recorded;
+    // A kernel on the access's own stream runs before that queued access only
+    // if the host freed the memory after queueing it: the allocator's to honour.
+    report.allocatorFault =
+        recorded || nativeHandle(streams_[access.stream]) == runningKernelStream();
+    found.push_back(std::move(report));
+    return false;
+  }
+  return true;
+}
+
 // A live allocation for [begin, end): new memory inherits the accesses of
 // freed memory it overlaps, so that they are checked against its own.
-Allocation& RaceDetector::adopt(uintptr_t begin, uintptr_t end) {
+Allocation& RaceDetector::adopt(uintptr_t begin, uintptr_t end, PendingReport::Handout handout,
+                                std::vector<PendingReport>& found) {
   Allocation allocation{begin, end, {}, {}};
   for (auto it = freed_.begin(); it != freed_.end();) {
     Allocation& old = it->second;
@@ -280,15 +334,23 @@ Allocation& RaceDetector::adopt(uintptr_t begin, uintptr_t end) {
       continue;
     }
     forget(old.history);
-    for (const Access& a : old.history) {
-      if (!overlaps(a.begin, a.end, begin, end)) continue;
-      // Only the bytes the new owner can reach: its first access covering
-      // them then settles the inherited access (see access()).
-      Access inherited = a;
-      inherited.begin = std::max(a.begin, begin);
-      inherited.end = std::min(a.end, end);
-      inherited.ofFreedTensor = true;
-      allocation.history.push_back(std::move(inherited));
+    for (auto a = old.history.begin(); a != old.history.end();) {
+      if (!overlaps(a->begin, a->end, begin, end)) {
+        ++a;
+        continue;
+      }
+      const bool kept = inherit(old, *a, handout, found);
+      if (kept) {
+        // Only the bytes the new owner can reach: its first access covering
+        // them then settles the inherited access (see access()).
+        Access inherited = *a;
+        inherited.begin = std::max(a->begin, begin);
+        inherited.end = std::min(a->end, end);
+        inherited.ofFreedTensor = true;
+        allocation.history.push_back(std::move(inherited));
+      }
+      // Settled here (reported, or harmless) for every later owner too.
+      a = kept ? std::next(a) : old.history.erase(a);
     }
     const bool covered = old.begin >= begin && old.end <= end;
     it = covered || old.history.empty() ? freed_.erase(it) : std::next(it);
@@ -297,11 +359,14 @@ Allocation& RaceDetector::adopt(uintptr_t begin, uintptr_t end) {
   return live_.emplace(begin, std::move(allocation)).first->second;
 }
 
-Allocation& RaceDetector::allocationOf(const at::Tensor& tensor) {
+// Memory first seen at an access was allocated while the detector did not
+// watch: as if the host had just handed it out.
+Allocation& RaceDetector::allocationOf(const at::Tensor& tensor,
+                                       std::vector<PendingReport>& found) {
   const auto begin = reinterpret_cast<uintptr_t>(tensor.storage().data());
-  auto found = live_.find(begin);
-  if (found != live_.end()) return found->second;
-  return adopt(begin, begin + tensor.storage().nbytes());
+  auto live = live_.find(begin);
+  if (live != live_.end()) return live->second;
+  return adopt(begin, begin + tensor.storage().nbytes(), PendingReport::Handout::Host, found);
 }
 
 void RaceDetector::access(Allocation& allocation, Access current,
@@ -357,15 +422,19 @@ bool tracked(const at::Tensor& tensor) {
          tensor.storage().data() != nullptr && tensor.numel() > 0;
 }
 
-void RaceDetector::check(const std::string& operation, const c10::Stream& stream,
-                         c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes) {
-  auto launch = std::make_shared<Launch>(Launch{operation, stream, captureStack()});
+std::shared_ptr<LaunchCompletion> RaceDetector::check(const std::string& operation,
+                                                      const c10::Stream& stream,
+                                                      c10::ArrayRef<at::Tensor> reads,
+                                                      c10::ArrayRef<at::Tensor> writes) {
+  auto completion = std::make_shared<LaunchCompletion>();
+  auto launch = std::make_shared<Launch>(Launch{operation, stream, captureStack(), completion});
   std::vector<PendingReport> found;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     recordLaunch(launch, reads, writes, found);
   }
   publish(found);
+  return completion;
 }
 
 // One step of the launch's stream, its accesses checked and recorded; the
@@ -383,7 +452,7 @@ uint32_t RaceDetector::recordLaunch(const std::shared_ptr<const Launch>& launch,
   auto visit = [&](const at::Tensor& tensor, bool write) {
     if (!tracked(tensor)) return;
     const auto [begin, end] = byteRange(tensor);
-    access(allocationOf(tensor),
+    access(allocationOf(tensor, found),
            Access{index, step, begin, end, write, false, launch, sizesOf(tensor),
                   tensor.scalar_type()},
            found);
@@ -393,28 +462,16 @@ uint32_t RaceDetector::recordLaunch(const std::shared_ptr<const Launch>& launch,
   return index;
 }
 
-// A collective: checked like a kernel, and its handle remembers the stream's
-// clock after it, as an event recorded right after it would.
-void RaceDetector::workLaunched(const void* work, const char* operation, const c10::Stream& stream,
-                                c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes) {
-  if (insideKernel()) return;
-  auto launch = std::make_shared<Launch>(Launch{operation, stream, captureStack()});
-  std::vector<PendingReport> found;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    events_[work] = clocks_[recordLaunch(launch, reads, writes, found)];
-  }
-  publish(found);
-}
-
-void RaceDetector::workReleased(const void* work) {
+void RaceDetector::eventDestroyed(const void* event) {
   std::lock_guard<std::mutex> lock(mutex_);
-  events_.erase(work);
+  events_.erase(event);
 }
 
 void RaceDetector::recordResults(const std::string& operation, const c10::Stream& stream,
                                  c10::ArrayRef<at::Tensor> writes) {
-  auto launch = std::make_shared<Launch>(Launch{operation, stream, captureStack()});
+  auto completion = std::make_shared<LaunchCompletion>();
+  completion->markFinished();  // the synchronous kernel has run
+  auto launch = std::make_shared<Launch>(Launch{operation, stream, captureStack(), completion});
   std::vector<PendingReport> found;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -423,7 +480,7 @@ void RaceDetector::recordResults(const std::string& operation, const c10::Stream
     for (const at::Tensor& tensor : writes) {
       if (!tracked(tensor)) continue;
       const auto [begin, end] = byteRange(tensor);
-      access(allocationOf(tensor),
+      access(allocationOf(tensor, found),
              Access{index, step, begin, end, true, false, launch, sizesOf(tensor),
                     tensor.scalar_type()},
              found);
@@ -432,7 +489,43 @@ void RaceDetector::recordResults(const std::string& operation, const c10::Stream
   publish(found);
 }
 
+std::string RaceDetector::formatReuse(const PendingReport& report) {
+  const Access& before = report.previous;
+  const std::string beforeStream = describeStream(before.launch->stream);
+  const bool byKernel = report.handout == PendingReport::Handout::Kernel;
+  std::ostringstream text;
+  text << "openreg stream race (memory reused while in use): memory that " << beforeStream
+       << " still had to " << (before.write ? "write" : "read") << " was handed out again "
+       << (byKernel ? "to a kernel allocating while it runs" : "to a new tensor") << ".\n";
+  text << "  memory: allocation 0x" << std::hex << report.allocationBegin << std::dec << " ("
+       << (report.allocationEnd - report.allocationBegin)
+       << " bytes), device openreg:" << static_cast<int>(before.launch->stream.device_index())
+       << "\n";
+  text << "  queued access: " << before.launch->operation << (before.write ? " writes " : " reads ")
+       << "the freed tensor (" << describeTensor(before.sizes, before.dtype) << ") on "
+       << beforeStream << ", launched at\n"
+       << formatStack(*before.launch->stack, "    ");
+  if (!byKernel && report.handoutStack != nullptr) {
+    text << "  handed out at\n" << formatStack(*report.handoutStack, "    ");
+  }
+  if (report.allocatorFault) {
+    text << "  cause: "
+         << (report.recorded ? "the tensor was recorded on that stream with record_stream, "
+                               "so its memory had to wait for that work"
+                             : "memory freed while work queued behind the allocating kernel "
+                               "still uses it must wait for that work")
+         << "; the caching allocator did not wait. This is a bug in openreg, not in your code: "
+            "please report it with this message.";
+  } else {
+    text << "  fix: call tensor.record_stream(s) on the freed tensor for the stream s it was used "
+            "on ("
+         << beforeStream << ") before it is freed, so its memory is reused only after that work.";
+  }
+  return text.str();
+}
+
 std::string RaceDetector::format(const PendingReport& report) {
+  if (report.kind == PendingReport::Kind::ReusedWhileQueued) return formatReuse(report);
   const Access& now = report.current;
   const Access& before = report.previous;
   const char* kind =
@@ -553,29 +646,32 @@ void RaceDetector::deviceSynchronized(c10::DeviceIndex device) {
 }
 
 void RaceDetector::memoryAllocated(const void* pointer, size_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const auto begin = reinterpret_cast<uintptr_t>(pointer);
-  adopt(begin, begin + bytes);
+  const auto handout =
+      insideKernel() ? PendingReport::Handout::Kernel : PendingReport::Handout::Host;
+  std::vector<PendingReport> found;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto begin = reinterpret_cast<uintptr_t>(pointer);
+    adopt(begin, begin + bytes, handout, found);
+  }
+  if (found.empty()) return;
+  if (handout == PendingReport::Handout::Host) {
+    auto stack = captureStack();
+    for (PendingReport& report : found) report.handoutStack = stack;
+  }
+  publish(found);
 }
 
+// Freed memory keeps its accesses, with the streams it was recorded on, for
+// whoever gets it next (see inherit()).
 void RaceDetector::memoryFreed(const void* pointer) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = live_.find(reinterpret_cast<uintptr_t>(pointer));
   if (found == live_.end()) return;
   Allocation allocation = std::move(found->second);
   live_.erase(found);
-  // Streams declared with record_stream keep the memory until their work is
-  // done (the allocator waits): their accesses cannot race with reuse.
-  auto recorded = [&](const Access& a) {
-    for (const c10::Stream& stream : allocation.recordedStreams) {
-      if (indexOf(stream) == a.stream) return true;
-    }
-    return false;
-  };
-  auto& history = allocation.history;
-  history.erase(std::remove_if(history.begin(), history.end(), recorded), history.end());
-  forget(history);
-  if (history.empty()) return;
+  forget(allocation.history);
+  if (allocation.history.empty()) return;
   const uintptr_t begin = allocation.begin;
   freed_.erase(begin);
   freed_.emplace(begin, std::move(allocation));
@@ -625,10 +721,12 @@ RaceDetector& detector() {
 
 }  // namespace
 
-void checkLaunch(const std::string& operation, const c10::Stream& stream,
-                 c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes) {
-  if (insideKernel()) return;
-  detector().check(operation, stream, reads, writes);
+std::shared_ptr<LaunchCompletion> checkLaunch(const std::string& operation,
+                                              const c10::Stream& stream,
+                                              c10::ArrayRef<at::Tensor> reads,
+                                              c10::ArrayRef<at::Tensor> writes) {
+  if (insideKernel()) return nullptr;
+  return detector().check(operation, stream, reads, writes);
 }
 
 void recordResults(const std::string& operation, const c10::Stream& stream,

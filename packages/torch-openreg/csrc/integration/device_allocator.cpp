@@ -6,13 +6,10 @@
 #include "integration/device_allocator.h"
 
 #include <atomic>
-#include <memory>
-#include <vector>
 
 #include "base/address_ranges.h"
 #include "base/debug_modes.h"
 #include "base/device.h"
-#include "base/kernel_thread.h"
 #include "base/runtime_check.h"
 #include "integration/stream.h"
 #include "memory/block_pool.h"
@@ -20,28 +17,13 @@
 namespace torch_openreg {
 namespace {
 
-void releaseToPool(Block* block) { blockPool(block->device).release(block); }
-
-// The deleter of every device DataPtr. Memory a recorded stream may still be
-// using goes back to the pool only after that stream's queued work (CUDA's
-// record_stream contract); otherwise at once, since the kernels that used it
-// held references to it until they completed.
+// The deleter of every device DataPtr: the block goes back to its pool in
+// stream order (see block_pool.h; streams recorded with record_stream are
+// waited for there).
 void freeBlock(void* context) {
   auto* block = static_cast<Block*>(context);
   notifyStreamOrder(&StreamOrderObserver::memoryFreed, block->pointer);
-  auto pending = blockPool(block->device).takePendingUses(block);
-  if (pending.empty()) {
-    releaseToPool(block);
-    return;
-  }
-  auto remaining = std::make_shared<std::atomic<size_t>>(pending.size());
-  for (const auto& [stream, event] : pending) {
-    orEventDestroy(event);
-    const orError_t status = openreg::launchHostFunc(stream, [block, remaining] {
-      if (remaining->fetch_sub(1) == 1) releaseToPool(block);
-    });
-    if (status != orSuccess && remaining->fetch_sub(1) == 1) releaseToPool(block);
-  }
+  blockPool(block->device).free(block);
 }
 
 c10::DataPtr dataPtrOf(Block* block) {
@@ -62,10 +44,11 @@ c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes)
 c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes,
                                          orStream_t stream) {
   if (nbytes == 0) return c10::DataPtr(nullptr, openregDevice(device));
-  Block* block = blockPool(device).allocate(nbytes, stream);
-  if (!insideKernel())
-    notifyStreamOrder(&StreamOrderObserver::memoryAllocated, block->pointer, block->size);
-  return dataPtrOf(block);
+  c10::DataPtr data = dataPtrOf(blockPool(device).allocate(nbytes, stream));
+  // Owned first: a race report raised here (error mode) frees the block again.
+  notifyStreamOrder(&StreamOrderObserver::memoryAllocated, data.get(),
+                    static_cast<Block*>(data.get_context())->size);
+  return data;
 }
 
 c10::DeleterFnPtr DeviceAllocator::raw_deleter() const { return &freeBlock; }
@@ -90,7 +73,8 @@ void DeviceAllocator::emptyCache(c10::MempoolId_t mempool_id) {
 
 void* DeviceAllocator::rawAllocate(c10::DeviceIndex device, size_t nbytes, orStream_t stream) {
   if (nbytes == 0) return nullptr;
-  Block* block = blockPool(checkedDevice(device)).allocate(nbytes, stream);
+  c10::DataPtr data = allocateOn(checkedDevice(device), nbytes, stream);
+  auto* block = static_cast<Block*>(data.release_context());
   std::lock_guard<std::mutex> lock(rawMutex_);
   rawAllocations_.emplace(block->pointer, block);
   return block->pointer;
@@ -122,20 +106,9 @@ double DeviceAllocator::memoryFraction(c10::DeviceIndex device) {
 }
 
 void DeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
-  // Kernels keep the tensors they use alive until they have run; this covers
-  // memory used on a stream without such a reference (CUDA semantics).
   if (ptr.get_deleter() != &freeBlock || ptr.get() == nullptr) return;
-  orStream_t handle = nativeHandle(stream);
-  orEvent_t event = nullptr;
-  {
-    DeviceScope scope(stream.device_index());
-    OPENREG_CHECK(orEventCreateWithFlags(&event, orEventDisableTiming));
-  }
-  const orError_t recorded = orEventRecord(event, handle);
-  if (recorded != orSuccess) orEventDestroy(event);
-  OPENREG_CHECK(recorded);
   auto* block = static_cast<Block*>(ptr.get_context());
-  blockPool(block->device).recordUse(block, handle, event);
+  blockPool(block->device).recordStream(block, nativeHandle(stream));
   notifyStreamOrder(&StreamOrderObserver::streamRecorded, block->pointer, stream);
 }
 

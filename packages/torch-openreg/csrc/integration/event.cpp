@@ -55,7 +55,9 @@ double elapsedMilliseconds(void* start, void* end) {
 }
 
 void destroyEvent(void* event) noexcept {
-  if (event != nullptr) succeeded(orEventDestroy(asEvent(event)));
+  if (event == nullptr) return;
+  notifyStreamOrder(&StreamOrderObserver::eventDestroyed, event);
+  succeeded(orEventDestroy(asEvent(event)));
 }
 
 }  // namespace torch_openreg

@@ -98,8 +98,9 @@ Context gatherFrames(bool allocating) {
                                           cppFrames.load(std::memory_order_relaxed));
 }
 
+// As CUDA reports it: a tensor's bytes count until its free is requested.
 void reportToProfiler(const PoolEvent& event) {
-  if (event.action != PoolAction::Alloc && event.action != PoolAction::Free) return;
+  if (event.action != PoolAction::Alloc && event.action != PoolAction::FreeRequested) return;
   if (!c10::memoryProfilingEnabled()) return;
   const auto bytes = static_cast<int64_t>(event.size);
   c10::reportMemoryUsageToProfiler(
@@ -179,21 +180,37 @@ struct PendingBlock {
   size_t frames;
 };
 
+// torch.cuda's block states (a pending free waits for streams recorded with
+// record_stream).
+const char* blockState(SegmentView::State state) {
+  switch (state) {
+    case SegmentView::State::Allocated:
+      return "active_allocated";
+    case SegmentView::State::PendingFree:
+      return "active_pending_free";
+    case SegmentView::State::Free:
+      return "inactive";
+  }
+  return "inactive";
+}
+
 py::list segmentsOf(c10::DeviceIndex device, FrameTable& table, std::vector<PendingBlock>& pending,
                     const std::unordered_map<void*, Context>& liveFrames) {
   py::list segments;
   for (const SegmentView& view : blockPool(device).segments()) {
-    size_t allocated = 0, requested = 0;
+    size_t allocated = 0, active = 0, requested = 0;
     py::list blocks;
     for (const auto& block : view.blocks) {
+      const bool isActive = block.state != SegmentView::State::Free;
       py::dict entry;
       entry["address"] = addressNumber(block.address);
       entry["size"] = block.size;
-      entry["requested_size"] = block.allocated ? block.requested : block.size;
-      entry["state"] = block.allocated ? "active_allocated" : "inactive";
+      entry["requested_size"] = isActive ? block.requested : block.size;
+      entry["state"] = blockState(block.state);
       size_t frames = FrameTable::kNone;
-      if (block.allocated) {
-        allocated += block.size;
+      if (block.state == SegmentView::State::Allocated) allocated += block.size;
+      if (isActive) {
+        active += block.size;
         requested += block.requested;
         auto found = liveFrames.find(block.address);
         if (found != liveFrames.end()) frames = table.add(found->second);
@@ -209,7 +226,7 @@ py::list segmentsOf(c10::DeviceIndex device, FrameTable& table, std::vector<Pend
     segment["segment_type"] = view.small ? "small" : "large";
     segment["segment_pool_id"] = py::make_tuple(0, 0);
     segment["allocated_size"] = allocated;
-    segment["active_size"] = allocated;
+    segment["active_size"] = active;
     segment["requested_size"] = requested;
     segment["blocks"] = blocks;
     segments.append(segment);
@@ -221,6 +238,8 @@ const char* actionName(PoolAction action) {
   switch (action) {
     case PoolAction::Alloc:
       return "alloc";
+    case PoolAction::FreeRequested:
+      return "free_requested";
     case PoolAction::Free:
       return "free_completed";
     case PoolAction::SegmentAlloc:
@@ -246,17 +265,10 @@ py::dict traceEntry(const Entry& entry, const char* action, size_t frames,
   return item;
 }
 
-// A free is one step here (the block returns to the pool when the tensor
-// dies; stream-ordered reuse needs no waiting), so it appears as CUDA's
-// free_requested immediately followed by free_completed.
 py::list traceOf(const Ring& ring, FrameTable& table, std::vector<PendingBlock>& pending) {
   py::list trace;
   for (const Entry* entry : ring.inOrder()) {
-    const size_t frames = table.add(entry->frames);
-    if (entry->action == PoolAction::Free) {
-      trace.append(traceEntry(*entry, "free_requested", frames, pending));
-    }
-    trace.append(traceEntry(*entry, actionName(entry->action), frames, pending));
+    trace.append(traceEntry(*entry, actionName(entry->action), table.add(entry->frames), pending));
   }
   return trace;
 }

@@ -14,12 +14,9 @@
 #include <torch/library.h>
 
 #include "base/debug_modes.h"
-#include "base/device_activity.h"
 #include "base/runtime_check.h"
-#include "base/sync_debug.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
-#include "engine/race_detector.h"
 #include "integration/host_allocator.h"
 #include "integration/stream.h"
 
@@ -43,20 +40,22 @@ const char* copyLabel(const at::Tensor& source, const at::Tensor& destination) {
   return isOpenReg(destination) ? "Memcpy DtoD" : "Memcpy DtoH";
 }
 
+// `synchronizes` names the copy for the sync debug mode when the program
+// asked to wait for it (null: it waits silently, or not at all).
 void copyOnDevice(const at::Tensor& source, const at::Tensor& destination, c10::DeviceIndex device,
-                  bool waitForIt) {
-  const bool checkRaces = debugModeOn(kDebugRaces);
-  if (checkRaces) checkLaunch("aten::copy_", currentStream(device), {source}, {destination});
-  DeviceActivityKindScope profiledAs(ActivityKind::Memcpy, copyLabel(source, destination));
+                  bool waitForIt, const char* synchronizes = nullptr) {
+  LaunchSpec spec{LaunchContext::forDevice(device), "aten::copy_", source, destination};
+  spec.activity = ActivityKind::Memcpy;
+  spec.activityLabel = copyLabel(source, destination);
+  spec.synchronizes = synchronizes;
+  spec.hostWaits = waitForIt;  // a blocking copy synchronizes, as on CUDA
   KernelContext context(device);
   const at::Tensor from = context.alias(source);
   const at::Tensor to = context.alias(destination);
   if (waitForIt) {
-    runOnDevice(device, [&] { to.copy_(from); });
-    if (checkRaces)
-      hostWaitedFor(currentStream(device));  // a blocking copy synchronizes, as on CUDA
+    runOnDevice(spec, [&] { to.copy_(from); });
   } else {
-    launchOnDevice(device, [from, to] { to.copy_(from); });
+    launchOnDevice(spec, [from, to] { to.copy_(from); });
   }
 }
 
@@ -83,17 +82,17 @@ at::Tensor copyFrom(const at::Tensor& self, const at::Tensor& dst, bool nonBlock
   } else if (isOpenReg(dst)) {
     // CUDA's rule for the sync debug mode: a blocking host copy synchronizes
     // (a non-blocking one from pageable memory waits too, but silently).
-    if (!nonBlocking) checkSynchronization("a copy from host memory with non_blocking=False");
-    copyOnDevice(self, dst, dst.device().index(), !(nonBlocking && isPinned(self)));
+    copyOnDevice(self, dst, dst.device().index(), !(nonBlocking && isPinned(self)),
+                 nonBlocking ? nullptr : "a copy from host memory with non_blocking=False");
   } else {
-    if (!nonBlocking) checkSynchronization("a copy to host memory with non_blocking=False");
     const bool asynchronous = nonBlocking && isPinned(dst);
     // Chaos scheduling: the host may read the copy only after synchronizing,
     // so it completes as late as that allows.
     if (asynchronous && debugModeOn(kDebugChaos)) {
       OPENREG_CHECK(orDebugHoldStream(nativeHandle(currentStream(self.device().index()))));
     }
-    copyOnDevice(self, dst, self.device().index(), !asynchronous);
+    copyOnDevice(self, dst, self.device().index(), !asynchronous,
+                 nonBlocking ? nullptr : "a copy to host memory with non_blocking=False");
   }
   return dst;
 }
@@ -104,18 +103,17 @@ at::Tensor copyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Scalar localScalarDense(const at::Tensor& self) {
-  checkSynchronization("reading a tensor value on the host (item)");
   at::Scalar value;
   const c10::DeviceIndex device = self.device().index();
-  const bool checkRaces = debugModeOn(kDebugRaces);
-  if (checkRaces)
-    checkLaunch("aten::_local_scalar_dense (.item())", currentStream(device), {self}, {});
-  DeviceActivityKindScope profiledAs(ActivityKind::Memcpy, "Memcpy DtoH");
-  runOnDevice(device, [&] {
+  LaunchSpec spec{LaunchContext::forDevice(device), "aten::_local_scalar_dense (.item())", self};
+  spec.activity = ActivityKind::Memcpy;
+  spec.activityLabel = "Memcpy DtoH";
+  spec.synchronizes = "reading a tensor value on the host (item)";
+  spec.hostWaits = true;
+  runOnDevice(spec, [&] {
     KernelContext context(device);
     value = at::_local_scalar_dense(context.alias(self));
   });
-  if (checkRaces) hostWaitedFor(currentStream(device));
   return value;
 }
 

@@ -1,7 +1,9 @@
 // fill.cpp — fill_: the simplest native kernel, and the pattern to copy.
 //
 // A native kernel is a function registered for PrivateUse1 that enqueues its
-// work with launchOnDevice(). KernelContext::alias() gives CPU tensors over
+// work with launchOnDevice(), saying in a LaunchSpec what the work reads and
+// writes (the launch path checks races and records it for the profiler from
+// that). KernelContext::alias() gives CPU tensors over
 // the device memory, on which any CPU code (ATen or a hand-written loop) runs
 // inside the work. The work captures aliases, not the openreg tensors: like a
 // CUDA kernel, it does not keep device memory alive (stream order does).
@@ -9,21 +11,18 @@
 #include <ATen/ops/fill.h>
 #include <torch/library.h>
 
-#include "base/debug_modes.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
-#include "engine/race_detector.h"
-#include "integration/stream.h"
 
 namespace torch_openreg {
 namespace {
 
 at::Tensor& fillScalar(at::Tensor& self, const at::Scalar& value) {
   const c10::DeviceIndex device = self.device().index();
-  if (debugModeOn(kDebugRaces))
-    checkLaunch("aten::fill_.Scalar", currentStream(device), {}, {self});
+  // What the work touches, for the checks every launch gets (launch_spec.h).
+  const LaunchSpec spec{LaunchContext::forDevice(device), "aten::fill_.Scalar", {}, self};
   const at::Tensor target = KernelContext(device).alias(self);
-  launchOnDevice(device, [target, value] { target.fill_(value); });
+  launchOnDevice(spec, [target, value] { target.fill_(value); });
   return self;
 }
 
@@ -35,13 +34,12 @@ at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
               ", different from other tensors on ", self.device(),
               " (when checking argument in method fill_)");
   const c10::DeviceIndex device = self.device().index();
-  if (debugModeOn(kDebugRaces))
-    checkLaunch("aten::fill_.Tensor", currentStream(device), {value}, {self});
+  const LaunchSpec spec{LaunchContext::forDevice(device), "aten::fill_.Tensor", value, self};
   KernelContext context(device);
   const at::Tensor target = context.alias(self);
   // A CPU value is read now: the caller may change it before the work runs.
   const at::Tensor source = value.device().is_cpu() ? value.clone() : context.alias(value);
-  launchOnDevice(device, [target, source] { target.fill_(source); });
+  launchOnDevice(spec, [target, source] { target.fill_(source); });
   return self;
 }
 

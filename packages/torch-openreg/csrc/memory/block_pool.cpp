@@ -1,5 +1,6 @@
 // block_pool.cpp — size classes, splitting, merging, per-stream reuse, OOM
-// retry, the memory fraction and private pools.
+// retry, the memory fraction and private pools. Recorded streams and pending
+// frees are in block_pool_streams.cpp.
 #include "memory/block_pool.h"
 
 #include <c10/util/Exception.h>
@@ -8,12 +9,15 @@
 #include <array>
 #include <atomic>
 #include <cstring>
-#include <iomanip>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
+#include "base/byte_units.h"
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/gil.h"
@@ -41,19 +45,6 @@ size_t segmentSizeFor(size_t size) {
   if (size <= kSmallRequest) return kSmallSegment;
   if (size < kSharedLargeLimit) return kSharedLargeSegment;
   return (size + kSegmentRounding - 1) / kSegmentRounding * kSegmentRounding;
-}
-
-std::string humanBytes(size_t bytes) {
-  std::ostringstream text;
-  text << std::fixed << std::setprecision(2);
-  if (bytes >= (size_t{1} << 30)) {
-    text << static_cast<double>(bytes) / (1 << 30) << " GiB";
-  } else if (bytes >= (size_t{1} << 20)) {
-    text << static_cast<double>(bytes) / (1 << 20) << " MiB";
-  } else {
-    text << bytes << " bytes";
-  }
-  return text.str();
 }
 
 // OPENREG_DEBUG=poison: every block handed out is filled with kPoisonByte
@@ -85,6 +76,31 @@ bool wholeSegment(const Block* block) {
   return block->previous == nullptr && block->next == nullptr;
 }
 
+// Free, and in the pool: neither allocated nor waiting for recorded streams.
+bool isFree(const Block& block) { return !block.allocated && block.streamUses.empty(); }
+
+// How much of `stream`'s work has completed (0 if the runtime cannot say,
+// which keeps kernels away from the blocks it concerns).
+uint64_t completedWork(orStream_t stream) {
+  unsigned long long completed = 0;
+  return succeeded(orStreamGetProgress(stream, nullptr, &completed)) ? completed : 0;
+}
+
+// A block of `stream` is freed: how far the stream had come (work up to there
+// may still use the block), and whether that work has completed already.
+// Inside a kernel of that stream, the work queued behind the kernel runs
+// after the free in stream order, so only the work before it counts.
+struct FreePoint {
+  uint64_t freedAt;
+  bool settled;
+};
+FreePoint freePointOf(orStream_t stream) {
+  unsigned long long enqueued = 0, completed = 0;
+  if (!succeeded(orStreamGetProgress(stream, &enqueued, &completed))) return {UINT64_MAX, false};
+  const uint64_t freedAt = stream == runningKernelStream() ? completed : enqueued;
+  return {freedAt, freedAt <= completed};
+}
+
 template <typename Visit>
 void forEachStat(c10::CachingDeviceAllocator::DeviceStats& stats, Visit&& visit) {
   for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
@@ -100,11 +116,16 @@ void forEachStat(c10::CachingDeviceAllocator::DeviceStats& stats, Visit&& visit)
 // This thread's use_mem_pool routes (device, pool), innermost last.
 thread_local PoolRoutes threadRoutes;
 
+std::atomic<AllocatorFault> injectedFault{AllocatorFault::None};
+
+bool faultInjected(AllocatorFault fault) {
+  return injectedFault.load(std::memory_order_relaxed) == fault;
+}
+
 }  // namespace
 
 bool ByStreamAndSize::operator()(const Block* a, const Block* b) const {
   if (a->stream != b->stream) return a->stream < b->stream;
-  if (a->kernelPool != b->kernelPool) return a->kernelPool < b->kernelPool;
   if (a->size != b->size) return a->size < b->size;
   return a->pointer < b->pointer;
 }
@@ -122,6 +143,8 @@ Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
   const bool small = size <= kSmallRequest;
   const auto context = observerContext(true);
   std::unique_lock<std::mutex> lock(mutex_);
+  if (!pendingFrees_.empty()) collectPendingFrees();
+  settleFreedBlocks();
   PrivatePool* pool = routedPool();
   Block* block = takeFree(size, stream, small, pool);
   if (block == nullptr) {
@@ -130,6 +153,7 @@ Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
   }
   if (block->pool == nullptr || !block->pool->options.noSplit) splitIfWorthIt(block, size);
   block->allocated = true;
+  block->settling = false;
   block->requested = bytes;
   allocated_.emplace(block->pointer, block);
   for (auto* stat : {&stats_.allocation, &stats_.active}) updateStat(*stat, small, 1);
@@ -163,14 +187,24 @@ PrivatePool* BlockPool::findPool(PoolId id) {
 
 Block* BlockPool::takeFree(size_t size, orStream_t stream, bool small, PrivatePool* pool) {
   FreeBlocks& free = freeSet(pool, small);
-  Block key{device_, stream, size, nullptr, small, insideKernel()};
-  auto found = free.lower_bound(&key);
-  if (found == free.end() || (*found)->stream != stream || (*found)->kernelPool != key.kernelPool) {
-    return nullptr;
+  Block key{device_, stream, size, nullptr, small};
+  // The host may take any block of the stream: what it queues next runs after
+  // every earlier use. A kernel is queued work itself, with work queued
+  // behind it that may still use a block the host freed: it takes only
+  // blocks freed once the work before it had been queued.
+  const bool byKernel = insideKernel() && !faultInjected(AllocatorFault::KernelsIgnoreQueuedWork);
+  std::optional<uint64_t> completed;
+  for (auto found = free.lower_bound(&key); found != free.end() && (*found)->stream == stream;
+       ++found) {
+    if (byKernel) {
+      if (!completed) completed = completedWork(stream);
+      if ((*found)->freedAt > *completed) continue;
+    }
+    Block* block = *found;
+    removeFree(block);
+    return block;
   }
-  Block* block = *found;
-  removeFree(block);
-  return block;
+  return nullptr;
 }
 
 void BlockPool::waitForDeviceIdle(std::unique_lock<std::mutex>& lock) {
@@ -215,15 +249,30 @@ void* BlockPool::tryMalloc(size_t segmentSize) {
 void* BlockPool::mallocOrRetry(size_t segmentSize, std::unique_lock<std::mutex>& lock) {
   DeviceScope scope(device_);
   void* pointer = tryMalloc(segmentSize);
-  if (pointer == nullptr && !insideKernel()) {
-    // The cache may hold what is missing: give it back and try once more.
+  if (pointer != nullptr) return pointer;
+  // The cache may hold what is missing: give it back and try once more.
+  if (insideKernel()) {
+    releaseCacheFromKernel();
+  } else {
     waitForDeviceIdle(lock);
+    waitForPendingFrees(lock);
     releaseFreeSegments(nullptr);
     releaseUnusedPools();
-    ++stats_.num_alloc_retries;
-    pointer = tryMalloc(segmentSize);
   }
-  return pointer;
+  ++stats_.num_alloc_retries;
+  return tryMalloc(segmentSize);
+}
+
+// A kernel cannot wait for the device (its own stream is busy running it), so
+// it returns what no queued work can still use: blocks whose recorded streams
+// are done, and segments whose blocks were all freed before the work still
+// queued on their stream. The runtime orders a free made inside stream work
+// at that work on its own stream (openreg.h, orFree), so the memory is free
+// at once unless other streams' queued work precedes it.
+void BlockPool::releaseCacheFromKernel() {
+  collectPendingFrees();
+  releaseFreeSegments(nullptr, /*onlyIdle=*/true);
+  releaseUnusedPools(/*onlyIdle=*/true);
 }
 
 // use_on_oom pools lend a free block of theirs (it stays theirs).
@@ -235,6 +284,18 @@ Block* BlockPool::borrowFromPoolsForOom(size_t size, orStream_t stream, bool sma
   return nullptr;
 }
 
+// What the memory that is reserved but not in tensors is doing, when a kernel
+// could not give it back: blocks freed while queued work may still use them.
+std::string BlockPool::cachedForQueuedWork(size_t reserved, size_t inUse) const {
+  if (!insideKernel() || reserved <= inUse) return "";
+  return " This allocation was made by a kernel while it ran (a result whose size depends on "
+         "the data, or a temporary), which cannot wait for the work queued on its stream: " +
+         humanBytes(reserved - inUse) +
+         " cached by the allocator is freed memory that queued work may still use, given back "
+         "once that work has run. Synchronize before the call (torch.openreg.synchronize()) so "
+         "the cache can be released,";
+}
+
 void BlockPool::throwOutOfMemory(size_t requested, size_t segmentSize) {
   size_t free = 0, total = 0;
   {
@@ -244,6 +305,8 @@ void BlockPool::throwOutOfMemory(size_t requested, size_t segmentSize) {
   const auto all = static_cast<size_t>(StatType::AGGREGATE);
   const size_t reserved = static_cast<size_t>(stats_.reserved_bytes[all].current);
   const size_t inUse = static_cast<size_t>(stats_.allocated_bytes[all].current);
+  const std::string cached = cachedForQueuedWork(reserved, inUse);
+  const char* freeHint = cached.empty() ? " Free" : " free";
   notify(PoolAction::OutOfMemory, nullptr, requested, nullptr, nullptr);
   TORCH_CHECK_WITH(
       OutOfMemoryError, !overMemoryLimit(segmentSize), "openreg out of memory on device ",
@@ -252,15 +315,15 @@ void BlockPool::throwOutOfMemory(size_t requested, size_t segmentSize) {
       memoryFraction_, " (torch.openreg.set_per_process_memory_fraction) allows this process ",
       humanBytes(memoryLimit_), " of the device's ", humanBytes(total), ", and ",
       humanBytes(reserved), " are reserved by the allocator (", humanBytes(inUse),
-      " in use by tensors). Free tensors you no longer need, or raise the fraction.");
-  TORCH_CHECK_WITH(
-      OutOfMemoryError, false, "openreg out of memory on device ", static_cast<int>(device_),
-      ": tried to allocate ", humanBytes(requested), " (", requested, " bytes, in a ",
-      humanBytes(segmentSize), " segment); ",
-      humanBytes(static_cast<size_t>(stats_.allocated_bytes[all].current)), " in use by tensors, ",
-      humanBytes(static_cast<size_t>(stats_.reserved_bytes[all].current)),
-      " reserved by the allocator, ", humanBytes(total), " capacity (", humanBytes(free),
-      " free). Free tensors you no longer need, or raise OPENREG_DEVICE_MEMORY.");
+      " in use by tensors).", cached, freeHint,
+      " tensors you no longer need, or raise the fraction.");
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device ",
+                   static_cast<int>(device_), ": tried to allocate ", humanBytes(requested), " (",
+                   requested, " bytes, in a ", humanBytes(segmentSize), " segment); ",
+                   humanBytes(inUse), " in use by tensors, ", humanBytes(reserved),
+                   " reserved by the allocator, ", humanBytes(total), " capacity (",
+                   humanBytes(free), " free).", cached, freeHint,
+                   " tensors you no longer need, or raise OPENREG_DEVICE_MEMORY.");
 }
 
 Block* BlockPool::newSegment(size_t size, orStream_t stream, bool small, PrivatePool* pool,
@@ -278,7 +341,7 @@ Block* BlockPool::newSegment(size_t size, orStream_t stream, bool small, Private
   ++stats_.num_device_alloc;
   updateStat(stats_.segment, small, 1);
   updateReserved(pool, small, static_cast<int64_t>(segmentSize));
-  auto* block = new Block{device_, stream, segmentSize, pointer, small, insideKernel()};
+  auto* block = new Block{device_, stream, segmentSize, pointer, small};
   block->pool = pool;
   if (pool != nullptr) ++pool->segments;
   return block;
@@ -293,10 +356,11 @@ void BlockPool::splitIfWorthIt(Block* block, size_t size) {
   const size_t remaining = block->size - size;
   const bool worthIt = block->small ? remaining >= kRounding : remaining > kSmallRequest;
   if (!worthIt) return;
-  auto* rest = new Block{device_,      block->stream,
-                         remaining,    static_cast<char*>(block->pointer) + size,
-                         block->small, block->kernelPool};
+  auto* rest = new Block{device_, block->stream, remaining,
+                         static_cast<char*>(block->pointer) + size, block->small};
   rest->pool = block->pool;
+  rest->freedAt = block->freedAt;
+  rest->settling = block->settling;
   rest->previous = block;
   rest->next = block->next;
   if (block->next != nullptr) block->next->previous = rest;
@@ -307,6 +371,7 @@ void BlockPool::splitIfWorthIt(Block* block, size_t size) {
 
 void BlockPool::insertFree(Block* block) {
   freeSet(block->pool, block->small).insert(block);
+  if (block->settling) settling_.insert(block);
   if (!wholeSegment(block)) {
     updateStat(stats_.inactive_split, block->small, 1);
     updateStat(stats_.inactive_split_bytes, block->small, static_cast<int64_t>(block->size));
@@ -315,20 +380,24 @@ void BlockPool::insertFree(Block* block) {
 
 void BlockPool::removeFree(Block* block) {
   freeSet(block->pool, block->small).erase(block);
+  if (block->settling) settling_.erase(block);
   if (!wholeSegment(block)) {
     updateStat(stats_.inactive_split, block->small, -1);
     updateStat(stats_.inactive_split_bytes, block->small, -static_cast<int64_t>(block->size));
   }
 }
 
+// Merged free blocks keep the later of their free points. A block still
+// settling merges only with settling neighbours: merged into a settled one,
+// it would keep kernels away from the whole block until its own work ran.
 Block* BlockPool::mergeWithNeighbours(Block* block) {
   auto mergeable = [block](const Block* neighbour) {
-    return neighbour != nullptr && !neighbour->allocated &&
-           neighbour->kernelPool == block->kernelPool;
+    return neighbour != nullptr && isFree(*neighbour) && neighbour->settling == block->settling;
   };
   if (Block* next = block->next; mergeable(next)) {
     removeFree(next);
     block->size += next->size;
+    block->freedAt = std::max(block->freedAt, next->freedAt);
     block->next = next->next;
     if (next->next != nullptr) next->next->previous = block;
     delete next;
@@ -336,6 +405,7 @@ Block* BlockPool::mergeWithNeighbours(Block* block) {
   if (Block* previous = block->previous; mergeable(previous)) {
     removeFree(previous);
     previous->size += block->size;
+    previous->freedAt = std::max(previous->freedAt, block->freedAt);
     previous->next = block->next;
     if (block->next != nullptr) block->next->previous = previous;
     delete block;
@@ -344,20 +414,53 @@ Block* BlockPool::mergeWithNeighbours(Block* block) {
   return block;
 }
 
-void BlockPool::release(Block* block) {
+void BlockPool::free(Block* block) {
   const auto context = observerContext(false);
   std::lock_guard<std::mutex> lock(mutex_);
   allocated_.erase(block->pointer);
-  for (auto* stat : {&stats_.allocation, &stats_.active}) updateStat(*stat, block->small, -1);
-  for (auto* stat : {&stats_.allocated_bytes, &stats_.active_bytes}) {
-    updateStat(*stat, block->small, -static_cast<int64_t>(block->size));
-  }
-  updateStat(stats_.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
+  // As CUDA counts it: the tensor's bytes stop being allocated now; the block
+  // stays active until it is back in the pool.
+  updateStat(stats_.allocation, block->small, -1);
+  updateStat(stats_.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
   block->allocated = false;
+  notify(PoolAction::FreeRequested, block->pointer, block->size, block->stream, context);
+  if (faultInjected(AllocatorFault::IgnoreRecordedStreams)) block->streamUses.clear();
+  if (block->streamUses.empty()) {
+    returnToPool(block, context);
+  } else {
+    deferFree(block);
+  }
+}
+
+void BlockPool::returnToPool(Block* block, const std::shared_ptr<c10::GatheredContext>& context) {
+  updateStat(stats_.active, block->small, -1);
+  updateStat(stats_.active_bytes, block->small, -static_cast<int64_t>(block->size));
+  updateStat(stats_.requested_bytes, block->small, -static_cast<int64_t>(block->requested));
   block->requested = 0;
-  block->kernelPool = insideKernel();  // freed by the host: stream order protects it
+  const FreePoint point = freePointOf(block->stream);
+  block->freedAt = point.freedAt;
+  block->settling = !point.settled;
   notify(PoolAction::Free, block->pointer, block->size, block->stream, context);
   insertFree(mergeWithNeighbours(block));
+}
+
+void BlockPool::settleFreedBlocks() {
+  if (settling_.empty()) return;
+  std::unordered_map<orStream_t, uint64_t> completed;  // asked once per stream
+  std::vector<Block*> settled;
+  for (Block* block : settling_) {
+    auto known = completed.find(block->stream);
+    if (known == completed.end())
+      known = completed.emplace(block->stream, completedWork(block->stream)).first;
+    if (block->freedAt <= known->second) settled.push_back(block);
+  }
+  // A block merges only into settled neighbours, which these are not yet: none
+  // of them is deleted by another's merge before its turn.
+  for (Block* block : settled) {
+    removeFree(block);
+    block->settling = false;
+    insertFree(mergeWithNeighbours(block));
+  }
 }
 
 Block* BlockPool::find(void* pointer) {
@@ -368,29 +471,10 @@ Block* BlockPool::find(void* pointer) {
   return found->second;
 }
 
-void BlockPool::recordUse(Block* block, orStream_t stream, orEvent_t event) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  block->recordedUses.emplace_back(stream, event);
-}
-
-std::vector<std::pair<orStream_t, orEvent_t>> BlockPool::takePendingUses(Block* block) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<std::pair<orStream_t, orEvent_t>> pending;
-  for (const auto& [stream, event] : block->recordedUses) {
-    if (succeeded(orEventQuery(event))) {
-      succeeded(orEventDestroy(event));
-    } else {
-      pending.emplace_back(stream, event);
-    }
-  }
-  block->recordedUses.clear();
-  return pending;
-}
-
-std::vector<Block*> BlockPool::takeUnusedSegments(PrivatePool* pool) {
-  // A segment can go when none of its blocks is allocated. Its free blocks may
-  // sit in different pools (host-freed and kernel-private blocks never merge),
-  // so segments are found from their first block and walked in full.
+std::vector<Block*> BlockPool::takeUnusedSegments(PrivatePool* pool, bool onlyIdle) {
+  // A segment can go when all its blocks are free (and, with onlyIdle, were
+  // freed before the work now running on its stream). Its blocks are found
+  // from its first one, and walked in full.
   std::vector<Block*> heads;
   for (FreeBlocks* free : {&freeSet(pool, true), &freeSet(pool, false)}) {
     for (Block* block : *free) {
@@ -401,11 +485,13 @@ std::vector<Block*> BlockPool::takeUnusedSegments(PrivatePool* pool) {
   for (Block* head : heads) {
     bool unused = true;
     size_t segmentSize = 0;
+    uint64_t freedAt = 0;
     for (Block* block = head; block != nullptr; block = block->next) {
-      unused = unused && !block->allocated;
+      unused = unused && isFree(*block);
       segmentSize += block->size;
+      freedAt = std::max(freedAt, block->freedAt);
     }
-    if (!unused) continue;
+    if (!unused || (onlyIdle && freedAt > completedWork(head->stream))) continue;
     for (Block* block = head; block != nullptr;) {
       Block* next = block->next;
       removeFree(block);
@@ -424,8 +510,8 @@ std::vector<Block*> BlockPool::takeUnusedSegments(PrivatePool* pool) {
   return unusedSegments;
 }
 
-void BlockPool::releaseFreeSegments(PrivatePool* pool) {
-  for (Block* segment : takeUnusedSegments(pool)) {
+void BlockPool::releaseFreeSegments(PrivatePool* pool, bool onlyIdle) {
+  for (Block* segment : takeUnusedSegments(pool, onlyIdle)) {
     succeeded(orFree(segment->pointer));
     delete segment;
   }
@@ -433,10 +519,10 @@ void BlockPool::releaseFreeSegments(PrivatePool* pool) {
 
 // Pools nobody uses any more: their cached segments go, and the pool with them
 // once it holds none (blocks still allocated keep it until they are freed).
-void BlockPool::releaseUnusedPools() {
+void BlockPool::releaseUnusedPools(bool onlyIdle) {
   for (auto entry = privatePools_.begin(); entry != privatePools_.end();) {
     PrivatePool* pool = entry->second.get();
-    if (pool->useCount == 0) releaseFreeSegments(pool);
+    if (pool->useCount == 0) releaseFreeSegments(pool, onlyIdle);
     entry = pool->useCount == 0 && pool->segments == 0 ? forgetPool(entry) : std::next(entry);
   }
 }
@@ -449,6 +535,7 @@ BlockPool::PrivatePools::iterator BlockPool::forgetPool(PrivatePools::iterator e
 void BlockPool::emptyCache(PoolId id) {
   std::unique_lock<std::mutex> lock(mutex_);
   waitForDeviceIdle(lock);
+  waitForPendingFrees(lock);
   if (id == kDefaultPool) {
     releaseFreeSegments(nullptr);
     releaseUnusedPools();
@@ -533,6 +620,10 @@ void BlockPool::resetPeakStats() {
   forEachStat(stats_, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 
+void setAllocatorFault(AllocatorFault fault) {
+  injectedFault.store(fault, std::memory_order_relaxed);
+}
+
 void beginAllocateToPool(c10::DeviceIndex device, PoolId id) {
   threadRoutes.emplace_back(device, id);
 }
@@ -574,13 +665,14 @@ void BlockPool::notify(PoolAction action, void* address, size_t size, orStream_t
 
 std::vector<SegmentView> BlockPool::segments() {
   std::lock_guard<std::mutex> lock(mutex_);
-  // Every block is either allocated or free; a segment starts at a block
-  // without a previous neighbour.
+  // Every block is allocated, waiting for its recorded streams, or free; a
+  // segment starts at a block without a previous neighbour.
   std::vector<const Block*> heads;
   auto noteHead = [&heads](const Block* block) {
     if (block->previous == nullptr) heads.push_back(block);
   };
   for (const auto& entry : allocated_) noteHead(entry.second);
+  for (const PendingFree& pending : pendingFrees_) noteHead(pending.block);
   std::vector<const FreeBlocks*> freeLists{&freeSmall_, &freeLarge_};
   for (const auto& entry : privatePools_) {
     freeLists.push_back(&entry.second->freeSmall);
@@ -596,7 +688,10 @@ std::vector<SegmentView> BlockPool::segments() {
     SegmentView view{head->pointer, 0, head->stream, head->small, {}};
     for (const Block* block = head; block != nullptr; block = block->next) {
       view.size += block->size;
-      view.blocks.push_back({block->pointer, block->size, block->requested, block->allocated});
+      const auto state = block->allocated ? SegmentView::State::Allocated
+                         : isFree(*block) ? SegmentView::State::Free
+                                          : SegmentView::State::PendingFree;
+      view.blocks.push_back({block->pointer, block->size, block->requested, state});
     }
     views.push_back(std::move(view));
   }

@@ -6,15 +6,25 @@
 // CUDA-style: requests are rounded to 512 bytes; blocks up to 1 MiB are cut
 // from 2 MiB segments, larger ones from 20 MiB segments (or their own,
 // rounded to 2 MiB, from 10 MiB); a block larger than needed is split and
-// freed neighbours are merged again. Free blocks are kept per stream: a block
-// freed while queued work may still use it is only handed out again for the
-// same stream, whose later work runs after that use (stream order) — which
-// is why kernels need not keep the memory they use alive. Memory a kernel
-// allocates while it runs (temporaries, results) comes from a separate,
-// kernel-private pool per stream: a block the host freed may still be needed
-// by work queued after the running kernel, so kernels must not reuse it. Returning cached
-// segments to the runtime (empty_cache, and out-of-memory, which releases
-// the cache and retries once before raising) first waits for the device.
+// freed neighbours are merged again.
+//
+// Reuse follows stream order, as with CUDA's caching allocator. A free block
+// belongs to the stream it was allocated for: the host may hand it out again
+// at once for that stream, whose later work runs after every queued use. A
+// kernel allocating while it runs (data-dependent results, temporaries, the
+// first call of an operator signature) is itself queued work: it may take a
+// free block only once the work queued on the stream before the block was
+// freed has completed, which each free block records (freedAt, the stream's
+// progress at the free). Memory used on other streams is declared with
+// Tensor.record_stream: those streams are remembered, and when the block is
+// freed an event is recorded on each; the block returns to the pool once
+// they have all completed (pending frees are collected at the next
+// allocation, empty_cache and out-of-memory), so work queued there by the
+// time of the free is protected, however late record_stream was called.
+// Out of memory, the pool returns its unused segments to the runtime and
+// retries once: on the host after waiting for the device; inside a kernel
+// (which cannot wait for its own stream) only the segments no queued work
+// still uses.
 //
 // Two controls mirror torch.cuda's allocator. A per-process memory fraction
 // caps the bytes the pool may hold on the device (checked only when a new
@@ -37,7 +47,9 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -61,14 +73,19 @@ struct Block {
   size_t size;        // bytes of the block (rounded)
   void* pointer;
   bool small;         // cut from the small-block pool
-  bool kernelPool = false;  // free in the stream's kernel-private pool
   size_t requested = 0;
   bool allocated = false;
   Block* previous = nullptr;  // neighbours in the same segment
   Block* next = nullptr;
-  // Streams recorded with Tensor.record_stream, with an event marking the
-  // work queued there at the time (guarded by the pool's mutex).
-  std::vector<std::pair<orStream_t, orEvent_t>> recordedUses;
+  // Other streams the memory is used on (Tensor.record_stream), guarded by
+  // the pool's mutex; events are recorded on them when the block is freed.
+  std::vector<orStream_t> streamUses;
+  // While free: the progress of `stream` when the block was freed (work up
+  // to there may still use it), see orStreamGetProgress; `settling` while
+  // that work has not completed yet (such a block is not merged with free
+  // neighbours that kernels could use, see settleFreedBlocks).
+  uint64_t freedAt = 0;
+  bool settling = false;
   PrivatePool* pool = nullptr;  // the private pool owning the segment (null: default)
 };
 
@@ -91,7 +108,16 @@ struct PrivatePool {
 // ---- Observing the pool ------------------------------------------------------
 // What the pool did, for an observer (memory history, the profiler's memory
 // events): the action, its block or segment, and the pool's totals after it.
-enum class PoolAction : uint8_t { Alloc, Free, SegmentAlloc, SegmentFree, OutOfMemory };
+// A free is requested when the tensor dies and completed when the block is
+// back in the pool (later, for memory recorded on other streams).
+enum class PoolAction : uint8_t {
+  Alloc,
+  FreeRequested,
+  Free,
+  SegmentAlloc,
+  SegmentFree,
+  OutOfMemory
+};
 
 struct PoolEvent {
   PoolAction action;
@@ -115,11 +141,12 @@ void setPoolObserver(const PoolObserver* observer);
 
 // A segment as a snapshot shows it: its blocks in address order.
 struct SegmentView {
+  enum class State : uint8_t { Allocated, PendingFree, Free };
   struct BlockView {
     void* address;
     size_t size;
     size_t requested;
-    bool allocated;
+    State state;
   };
   void* address;
   size_t size;
@@ -135,14 +162,14 @@ class BlockPool {
   BlockPool& operator=(const BlockPool&) = delete;
 
   // Throws c10::OutOfMemoryError (torch.OutOfMemoryError) if the device is full.
-  // Inside kernel work, blocks come from (and return to) the kernel pool.
   Block* allocate(size_t bytes, orStream_t stream);
-  void release(Block* block);
+  // The block's tensor is gone: it returns to the pool now, or once the work
+  // queued on its recorded streams by now has completed.
+  void free(Block* block);
   // The allocated block starting at `pointer` (throws if there is none).
   Block* find(void* pointer);
-  void recordUse(Block* block, orStream_t stream, orEvent_t event);
-  // Takes the recorded uses whose work has not completed yet.
-  std::vector<std::pair<orStream_t, orEvent_t>> takePendingUses(Block* block);
+  // Tensor.record_stream: the block is also used on `stream`.
+  void recordStream(Block* block, orStream_t stream);
   // Returns every segment without allocated blocks to the runtime: of the
   // default pool and of private pools nobody uses any more; or of pool `id`.
   void emptyCache(PoolId id = kDefaultPool);
@@ -167,31 +194,59 @@ class BlockPool {
   void resetPeakStats();
 
  private:
+  // Events recorded at a free on the block's recorded streams (null where
+  // none could be recorded: the stream's idleness counts instead). Shared, so
+  // a thread waiting for them without the pool's lock keeps them alive.
+  struct StreamMarks {
+    std::vector<std::pair<orStream_t, orEvent_t>> marks;
+    StreamMarks() = default;
+    StreamMarks(const StreamMarks&) = delete;
+    StreamMarks& operator=(const StreamMarks&) = delete;
+    ~StreamMarks();
+  };
+  struct PendingFree {
+    Block* block;
+    std::shared_ptr<StreamMarks> marks;
+  };
+
   FreeBlocks& freeSet(PrivatePool* pool, bool small);
   Block* takeFree(size_t size, orStream_t stream, bool small, PrivatePool* pool);
   Block* newSegment(size_t size, orStream_t stream, bool small, PrivatePool* pool,
                     std::unique_lock<std::mutex>& lock);
   void* mallocOrRetry(size_t segmentSize, std::unique_lock<std::mutex>& lock);
   void* tryMalloc(size_t segmentSize);
+  void releaseCacheFromKernel();
   bool overMemoryLimit(size_t segmentSize) const;
   Block* borrowFromPoolsForOom(size_t size, orStream_t stream, bool small);
   PrivatePool* routedPool();
   PrivatePool* findPool(PoolId id);
   void waitForDeviceIdle(std::unique_lock<std::mutex>& lock);
+  // Pending frees (block_pool_streams.cpp): events for the recorded streams,
+  // and the blocks whose events have completed back into the pool.
+  void deferFree(Block* block);
+  void collectPendingFrees();
+  void waitForPendingFrees(std::unique_lock<std::mutex>& lock);
+  // Back into the pool: statistics, freedAt, merged with free neighbours.
+  void returnToPool(Block* block, const std::shared_ptr<c10::GatheredContext>& context);
+  // Blocks whose freeing work has completed since they were freed join their
+  // free neighbours.
+  void settleFreedBlocks();
   void splitIfWorthIt(Block* block, size_t size);
   void insertFree(Block* block);
   void removeFree(Block* block);
   Block* mergeWithNeighbours(Block* block);
   // Unused segments of `pool` (null: default), out of the pool and its stats;
   // the caller frees each (first block, size = the segment's) and deletes it.
-  std::vector<Block*> takeUnusedSegments(PrivatePool* pool);
-  void releaseFreeSegments(PrivatePool* pool);
-  void releaseUnusedPools();
+  // With `onlyIdle`, only segments no queued work may still use.
+  std::vector<Block*> takeUnusedSegments(PrivatePool* pool, bool onlyIdle = false);
+  void releaseFreeSegments(PrivatePool* pool, bool onlyIdle = false);
+  void releaseUnusedPools(bool onlyIdle = false);
   using PrivatePools = std::map<PoolId, std::unique_ptr<PrivatePool>>;
   // Drops a pool that holds no segment and has no users, with its statistics.
   PrivatePools::iterator forgetPool(PrivatePools::iterator entry);
   void updateStat(c10::CachingAllocator::StatArray& stat, bool small, int64_t delta);
   void updateReserved(PrivatePool* pool, bool small, int64_t delta);
+  std::string cachedForQueuedWork(size_t reserved, size_t inUse) const;
   [[noreturn]] void throwOutOfMemory(size_t requested, size_t segmentSize);
   void notify(PoolAction action, void* address, size_t size, orStream_t stream,
               const std::shared_ptr<c10::GatheredContext>& context);
@@ -201,6 +256,8 @@ class BlockPool {
   FreeBlocks freeSmall_;
   FreeBlocks freeLarge_;
   std::unordered_map<void*, Block*> allocated_;
+  std::vector<PendingFree> pendingFrees_;
+  std::unordered_set<Block*> settling_;  // free blocks with `settling` set
   c10::CachingDeviceAllocator::DeviceStats stats_;
   PrivatePools privatePools_;
   double memoryFraction_ = 1.0;
@@ -208,6 +265,16 @@ class BlockPool {
 };
 
 BlockPool& blockPool(c10::DeviceIndex device);
+
+// For tests only (torch_openreg._C._set_allocator_fault): breaks one rule of
+// every pool on purpose, so a test can show that the race detector catches
+// memory reused under queued work without believing the pool.
+enum class AllocatorFault : uint8_t {
+  None,
+  IgnoreRecordedStreams,    // frees return at once, whatever record_stream said
+  KernelsIgnoreQueuedWork,  // kernels take blocks that queued work still uses
+};
+void setAllocatorFault(AllocatorFault fault);
 
 // Routes this thread's allocations on `device` to pool `id` (retained by the
 // caller) until endAllocateToPool; routes nest and the innermost one wins.

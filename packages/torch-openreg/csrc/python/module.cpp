@@ -33,6 +33,7 @@
 #include "integration/stream.h"
 #include "python/process_group_bindings.h"
 #include "python/stream_hold.h"
+#include "python/testing_hooks.h"
 
 namespace py = pybind11;
 
@@ -229,6 +230,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "Native part of torch_openreg (use torch.openreg instead).";
   bindProcessGroup(m);
   bindStreamHold(m);
+  bindTestingHooks(m);
   m.def("_init", &initialize, "Initialise the device runtime; raises if it cannot be used.");
   m.def("_close_for_python_exit", &closeForPythonExit,
         "From the exit handler: background threads stop letting go of Python objects and "
@@ -288,9 +290,10 @@ PYBIND11_MODULE(_C, m) {
         TORCH_CHECK(microseconds >= 0, "_sleep: the duration must not be negative");
         const auto index =
             static_cast<c10::DeviceIndex>(resolveDevice(static_cast<c10::DeviceIndex>(device)));
-        OPENREG_CHECK(openreg::launchHostFunc(nativeHandle(currentStream(index)), [microseconds] {
-          std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
-        }));
+        launchOnDevice(LaunchSpec{LaunchContext::forDevice(index), "openreg::_sleep"},
+                       [microseconds] {
+                         std::this_thread::sleep_for(std::chrono::microseconds(microseconds));
+                       });
       },
       "Enqueue a kernel that only waits `microseconds` on the current stream of `device` (-1: "
       "current device).");
@@ -378,6 +381,15 @@ PYBIND11_MODULE(_C, m) {
         return std::make_pair(enabled != 0, static_cast<uint64_t>(seed));
       },
       "(enabled, seed) of chaos scheduling.");
+  m.def(
+      "_chaos_statistics",
+      [] {
+        unsigned long long holds = 0, expiredHolds = 0, expiredTurns = 0;
+        OPENREG_CHECK(orDebugGetChaosStatistics(&holds, &expiredHolds, &expiredTurns));
+        return std::make_tuple(static_cast<uint64_t>(holds), static_cast<uint64_t>(expiredHolds),
+                               static_cast<uint64_t>(expiredTurns));
+      },
+      "(holds, expired holds, expired turns) of chaos scheduling in this process.");
   m.def(
       "_set_chaos",
       [](bool enabled, uint64_t seed) {

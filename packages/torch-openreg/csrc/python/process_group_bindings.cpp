@@ -11,7 +11,7 @@
 
 #include <optional>
 
-#include "integration/process_group.h"
+#include "distributed/process_group.h"
 
 namespace torch_openreg {
 

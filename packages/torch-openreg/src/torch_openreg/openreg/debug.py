@@ -151,6 +151,19 @@ def chaos_seed() -> int | None:
     return seed if enabled_now else None
 
 
+def chaos_statistics() -> dict[str, int]:
+    """What chaos scheduling did in this process so far.
+
+    ``holds``: pieces of work held until something waited for them;
+    ``expired_holds``: of those, how many ran at their cap (1 s) because nothing
+    the device could see waited for them; ``expired_turns``: waits for a turn in
+    launch order that gave up at the cap. Expirations make a run slow and weaken
+    the guarantee: the program waits for the device in a way openreg cannot see.
+    """
+    holds, expired_holds, expired_turns = _C._chaos_statistics()
+    return {"holds": holds, "expired_holds": expired_holds, "expired_turns": expired_turns}
+
+
 def set_chaos_seed(seed: int) -> None:
     """Re-seed chaos scheduling (to replay a run whose seed was printed).
 
@@ -203,6 +216,7 @@ def _start() -> None:
 __all__ = [
     "MODES",
     "chaos_seed",
+    "chaos_statistics",
     "clear_race_reports",
     "disable",
     "enable",
