@@ -496,3 +496,56 @@ def test_a_new_process_prunes_records_of_crashed_ones(children, registry, run_py
     assert not dead.exists()
     assert [path.name for path in registry.iterdir()] == [record.name]
     assert [u.pid for u in rt.process_usage()] == [child.pid]
+
+
+# ---- Files the registry did not write --------------------------------------------
+
+
+def _dead_pid() -> int:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(gone.stdout)
+
+
+def test_a_fifo_named_like_a_record_blocks_no_reader(children, registry, run_python):
+    # Opening a FIFO for reading waits for a writer: a reader that opened one
+    # without O_NONBLOCK hung (openreg-smi, and every process's first device use).
+    child = children("0:4096")
+    fifos = [registry / "proc-1-1", registry / f".tmp-{_dead_pid()}-1"]
+    for fifo in fifos:
+        os.mkfifo(fifo, 0o600)
+    listing = (
+        "import json, openreg_runtime as rt; print(json.dumps([u.pid for u in rt.process_usage()]))"
+    )
+    assert run_python(listing, env={"OPENREG_REGISTRY_DIR": str(registry)}).json() == [child.pid]
+    first_use = run_python(
+        """
+        import json, os, openreg_runtime as rt
+        rt.malloc(4096)
+        print(json.dumps(sorted(u.pid for u in rt.process_usage() if u.pid != os.getpid())))
+        """,
+        env={"OPENREG_REGISTRY_DIR": str(registry)},
+    )
+    assert first_use.json() == [child.pid]
+    result = smi("--json", registry=registry)
+    assert result.returncode == 0, result.stderr
+    assert [p["pid"] for p in json.loads(result.stdout)["devices"][0]["processes"]] == [child.pid]
+    # Skipped, not removed: the registry only removes files it could have written.
+    assert all(stat.S_ISFIFO(fifo.lstat().st_mode) for fifo in fifos)
+
+
+def _own_start_time() -> int:
+    return int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+def test_a_record_owned_by_another_user_is_not_listed(children, registry):
+    child = children("0:4096")
+    (record,) = registry.iterdir()
+    # A well-formed record of a live process (this one), but not written by this user.
+    foreign = _copy_record_as(record, os.getpid(), _own_start_time())
+    if os.geteuid() == 0:
+        os.chown(foreign, os.geteuid() + 1, -1)
+    else:  # only root can give a file away; a file we cannot open is skipped the same way
+        foreign.chmod(0)
+    assert [u.pid for u in rt.process_usage()] == [child.pid]
+    assert foreign.exists(), "not ours: neither listed nor removed"

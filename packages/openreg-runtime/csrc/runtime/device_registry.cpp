@@ -247,22 +247,44 @@ unsigned utilizationOf(const BusySnapshot& busy, uint64_t now) {
   return static_cast<unsigned>(std::min<uint64_t>(percent, 100));
 }
 
+// Opens `name` for reading if it is a regular file of this user, else -1.
+// The registry reads only what it could have written: opening a FIFO planted
+// under a record's name waits for a writer forever unless O_NONBLOCK, a
+// device node is never made the controlling terminal (O_NOCTTY), symbolic
+// links are refused (O_NOFOLLOW), and the file is judged by fstat on the open
+// descriptor (a stat before opening could judge a file replaced meanwhile).
+int openRegularFile(int directory, const std::string& name, struct stat& status) {
+  const int fd =
+      openat(directory, name.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_uid != geteuid()) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // Appends the entries of one record file, or removes it when its process is gone.
 void readRecordFile(int directory, const std::string& name, uint64_t pidNamespace, uint64_t now,
                     std::vector<ProcessUsage>& usage) {
   int pid = 0;
   uint64_t startTime = 0;
+  struct stat status{};
   if (parseFileName(name, kTemporaryPrefix, pid, startTime)) {
-    if (processIsGone(pid, startTime)) unlinkat(directory, name.c_str(), 0);  // crashed at birth
+    if (processIsGone(pid, startTime)) {  // crashed at birth
+      const int fd = openRegularFile(directory, name, status);
+      if (fd >= 0) {
+        close(fd);
+        unlinkat(directory, name.c_str(), 0);
+      }
+    }
     return;
   }
   if (!parseFileName(name, kFilePrefix, pid, startTime)) return;
-  const int fd = openat(directory, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return;  // removed meanwhile
-  struct stat status{};
+  const int fd = openRegularFile(directory, name, status);
+  if (fd < 0) return;  // removed meanwhile, or nothing the registry wrote
   void* mapping = MAP_FAILED;
-  if (fstat(fd, &status) == 0 && status.st_uid == geteuid() && S_ISREG(status.st_mode) &&
-      static_cast<size_t>(status.st_size) >= sizeof(RegistryFile)) {
+  if (static_cast<size_t>(status.st_size) >= sizeof(RegistryFile)) {
     mapping = mmap(nullptr, sizeof(RegistryFile), PROT_READ, MAP_SHARED, fd, 0);
   }
   close(fd);
