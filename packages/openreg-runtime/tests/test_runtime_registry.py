@@ -549,3 +549,113 @@ def test_a_record_owned_by_another_user_is_not_listed(children, registry):
         foreign.chmod(0)
     assert [u.pid for u in rt.process_usage()] == [child.pid]
     assert foreign.exists(), "not ours: neither listed nor removed"
+
+
+# ---- Corrupted records -----------------------------------------------------------
+
+# RegistryFile (device_registry.h): the header, then one record per device.
+NAME_OFFSET, NAME_SIZE, DEVICES_OFFSET = 32, 32, 64
+
+# A process that keeps device 0 going busy and idle (each transition updates its
+# record) until told to check itself.
+CHURNING_CHILD = r"""
+import sys, threading
+import openreg_runtime as rt
+
+buffer = rt.DeviceBuffer(4096, device=0)
+stream = rt.Stream(device=0)
+stop, started = threading.Event(), threading.Event()
+
+def churn():
+    while not stop.is_set():
+        stream.launch(started.set)
+        stream.synchronize()
+
+thread = threading.Thread(target=churn)
+thread.start()
+started.wait(60)
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.strip() == "check":
+        stop.set()
+        thread.join()
+        for _ in range(100):
+            stream.launch(lambda: None)
+            stream.synchronize()
+        more = rt.DeviceBuffer(8192, device=0)
+        print("alive", flush=True)
+    elif line.strip() == "exit":
+        break
+"""
+
+
+def _assert_sane(usage: list[rt.ProcessUsage]) -> None:
+    for entry in usage:
+        assert entry.capacity == rt.device_total_memory(entry.device), entry
+        assert 0 <= entry.bytes_in_use <= entry.capacity and entry.bytes_in_use % PAGE == 0, entry
+        assert 0 <= entry.utilization <= 100, entry
+        assert isinstance(entry.name, str)
+
+
+def test_a_corrupted_record_crashes_neither_its_owner_nor_a_reader(registry):
+    owner = subprocess.Popen(
+        [sys.executable, "-c", CHURNING_CHILD],
+        env=clean_environment(OPENREG_REGISTRY_DIR=str(registry)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout.readline().strip() == "ready"
+        (record,) = registry.iterdir()
+        size = record.stat().st_size
+        garbage = b"\xff" * (size - DEVICES_OFFSET)
+        fd = os.open(record, os.O_WRONLY)
+        try:
+            # Every counter of every device: the sample index, the seqlock, the
+            # capacity, the bytes in use, the busy times, the samples; and the name.
+            os.pwrite(fd, b"\xff" * NAME_SIZE, NAME_OFFSET)
+            for _ in range(200):
+                os.pwrite(fd, garbage, DEVICES_OFFSET)
+                _assert_sane(rt.process_usage())
+            result = smi("--json", registry=registry)
+            assert result.returncode == 0, result.stderr
+            for device in json.loads(result.stdout)["devices"]:
+                assert 0 <= device["memory_used"] <= device["capacity"], device
+                assert 0 <= device["utilization"] <= 100, device
+            assert smi(registry=registry).returncode == 0
+        finally:
+            os.close(fd)
+        assert owner.poll() is None, f"the owner died (status {owner.returncode})"
+        # The owner rewrites its record from its own state as it works.
+        owner.stdin.write("check\n")
+        owner.stdin.flush()
+        assert owner.stdout.readline().strip() == "alive"
+        usage = rt.process_usage()
+        _assert_sane(usage)
+        assert [(u.pid, u.device, u.bytes_in_use) for u in usage] == [(owner.pid, 0, 4096 + 8192)]
+        owner.stdin.write("exit\n")
+        owner.stdin.flush()
+        assert owner.wait(60) == 0
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait(60)
+
+
+def test_smi_table_prints_no_control_characters_of_a_name(registry, run_python):
+    # A process names itself (prctl, /proc/self/comm): the table goes to a terminal.
+    result = run_python(
+        """
+        import openreg_runtime as rt
+        from openreg_runtime.smi import main
+        with open("/proc/self/comm", "w") as comm:
+            comm.write("\\x1b[2Jx\\ty")
+        rt.malloc(4096)
+        main([])
+        """,
+        env={"OPENREG_REGISTRY_DIR": str(registry)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\t" not in result.stdout
+    assert "?[2Jx?y" in result.stdout

@@ -9,12 +9,15 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 
+#include "environment.h"
 #include "errors.h"
 
 #include <sys/mman.h>
@@ -238,13 +241,28 @@ unsigned utilizationOf(const BusySnapshot& busy, uint64_t now) {
     if ((old && (!baseOld || time > baseTime)) || (!old && !baseOld && time < baseTime)) base = i;
   }
   if (base < 0 || busy.sampleTimeNs[base] >= now) return 0;
-  const uint64_t busyNow =
-      busy.totalNs + (busy.sinceNs != 0 && busy.sinceNs <= now ? now - busy.sinceNs : 0);
+  const uint64_t interval = now - busy.sampleTimeNs[base];
+  // Every counter came from shared memory and may hold anything: the sums
+  // saturate, and busy time beyond the time that passed is cut to it.
+  const uint64_t running = busy.sinceNs != 0 && busy.sinceNs <= now ? now - busy.sinceNs : 0;
+  const uint64_t busyNow = busy.totalNs > std::numeric_limits<uint64_t>::max() - running
+                               ? std::numeric_limits<uint64_t>::max()
+                               : busy.totalNs + running;
   const uint64_t busyInterval =
       busyNow > busy.sampleBusyNs[base] ? busyNow - busy.sampleBusyNs[base] : 0;
-  const uint64_t interval = now - busy.sampleTimeNs[base];
-  const uint64_t percent = (busyInterval * 100 + interval / 2) / interval;
-  return static_cast<unsigned>(std::min<uint64_t>(percent, 100));
+  const double fraction =
+      static_cast<double>(std::min(busyInterval, interval)) / static_cast<double>(interval);
+  return static_cast<unsigned>(std::lround(fraction * 100));
+}
+
+// Whether one device's counters in a record could be true. A record is
+// memory any process of this user can write, by mistake or on purpose: an
+// entry whose counters could not have been written by the runtime is not
+// listed (its owner rewrites them, see DeviceActivity::publishLocked).
+bool plausible(uint32_t active, uint64_t capacity, uint64_t bytesInUse) {
+  const uint64_t page = pageSize();
+  return active == 1 && capacity >= kMinDeviceMemory && capacity <= kMaxDeviceMemory &&
+         capacity % page == 0 && bytesInUse <= capacity && bytesInUse % page == 0;
 }
 
 // Opens `name` for reading if it is a regular file of this user, else -1.
@@ -301,10 +319,13 @@ void readRecordFile(int directory, const std::string& name, uint64_t pidNamespac
       std::string processName(file->name, strnlen(file->name, sizeof(file->name)));
       for (int device = 0; device < OPENREG_MAX_DEVICES; ++device) {
         const RegistryDeviceRecord& record = file->devices[device];
-        if (record.active.load(std::memory_order_acquire) == 0) continue;
-        usage.push_back(ProcessUsage{
-            pid, device, startTime, processName, record.bytesInUse.load(std::memory_order_relaxed),
-            record.capacity.load(std::memory_order_relaxed), utilizationOf(readBusy(record), now)});
+        const uint32_t active = record.active.load(std::memory_order_acquire);
+        if (active == 0) continue;
+        const uint64_t capacity = record.capacity.load(std::memory_order_relaxed);
+        const uint64_t bytesInUse = record.bytesInUse.load(std::memory_order_relaxed);
+        if (!plausible(active, capacity, bytesInUse)) continue;
+        usage.push_back(ProcessUsage{pid, device, startTime, processName, bytesInUse, capacity,
+                                     utilizationOf(readBusy(record), now)});
       }
     }
   }
@@ -345,9 +366,10 @@ DeviceActivity& deviceActivity(int device) {
   return (*activities)[device];
 }
 
-void DeviceActivity::attach(RegistryDeviceRecord* record) {
+void DeviceActivity::attach(RegistryDeviceRecord* record, uint64_t capacity) {
   std::lock_guard<std::mutex> lock(mutex_);
   record_ = record;
+  capacity_ = capacity;
   if (record_ != nullptr) publishLocked(monotonicNanoseconds());
 }
 
@@ -368,27 +390,38 @@ void DeviceActivity::workFinished() {
 }
 
 void DeviceActivity::publishLocked(uint64_t now) {
-  RegistryDeviceRecord& record = *record_;
-  const uint32_t sequence = record.sequence.load(std::memory_order_relaxed);
-  // Seqlock write: the odd sequence, then release stores of the fields (a
-  // reader that sees a new field value also sees the odd sequence).
-  record.sequence.store(sequence + 1, std::memory_order_relaxed);
-  record.busyTotalNs.store(busyTotalNs_, std::memory_order_release);
-  record.busySinceNs.store(running_ > 0 ? busySinceNs_ : 0, std::memory_order_release);
   // A new sample at most every spacing; in between, going idle moves the newest
   // sample to this moment, so the samples always end where the work ended and a
   // device idle for one window reads exactly 0 %.
   const bool spaced = lastSampleNs_ == 0 || now - lastSampleNs_ >= kSampleSpacingNs;
   if (spaced || running_ == 0) {
-    uint32_t head = record.sampleHead.load(std::memory_order_relaxed);
-    if (spaced) head = (head + 1) % kBusySamples;
-    record.sampleTimeNs[head].store(now, std::memory_order_release);
-    record.sampleBusyNs[head].store(busyTotalNs_ + (running_ > 0 ? now - busySinceNs_ : 0),
-                                    std::memory_order_release);
-    record.sampleHead.store(head, std::memory_order_relaxed);
-    if (spaced) lastSampleNs_ = now;
+    if (spaced) {
+      sampleHead_ = (sampleHead_ + 1) % kBusySamples;
+      lastSampleNs_ = now;
+    }
+    sampleTimeNs_[sampleHead_] = now;
+    sampleBusyNs_[sampleHead_] = busyTotalNs_ + (running_ > 0 ? now - busySinceNs_ : 0);
   }
-  record.sequence.store(sequence + 2, std::memory_order_release);
+  // Everything below is stored from this object's own state and never read
+  // back (see the class comment). A spaced publication rewrites the whole
+  // ring, so a corrupted record is whole again within one sample spacing.
+  RegistryDeviceRecord& record = *record_;
+  record.capacity.store(capacity_, std::memory_order_relaxed);
+  record.active.store(1, std::memory_order_release);
+  // Seqlock write: the odd sequence, then release stores of the fields (a
+  // reader that sees a new field value also sees the odd sequence).
+  record.sequence.store(sequence_ + 1, std::memory_order_relaxed);
+  record.busyTotalNs.store(busyTotalNs_, std::memory_order_release);
+  record.busySinceNs.store(running_ > 0 ? busySinceNs_ : 0, std::memory_order_release);
+  const uint32_t first = spaced ? 0 : sampleHead_;
+  const uint32_t end = spaced ? kBusySamples : sampleHead_ + 1;
+  for (uint32_t i = first; i < end; ++i) {
+    record.sampleTimeNs[i].store(sampleTimeNs_[i], std::memory_order_release);
+    record.sampleBusyNs[i].store(sampleBusyNs_[i], std::memory_order_release);
+  }
+  record.sampleHead.store(sampleHead_, std::memory_order_relaxed);
+  sequence_ += 2;
+  record.sequence.store(sequence_, std::memory_order_release);
 }
 
 std::atomic<uint64_t>* registerDevice(int device, size_t capacity) {
@@ -397,9 +430,7 @@ std::atomic<uint64_t>* registerDevice(int device, size_t capacity) {
   RegistryFile* file = ownRecord().file;
   if (file == nullptr) return nullptr;
   RegistryDeviceRecord& record = file->devices[device];
-  record.capacity.store(capacity, std::memory_order_relaxed);
-  record.active.store(1, std::memory_order_release);
-  deviceActivity(device).attach(&record);
+  deviceActivity(device).attach(&record, capacity);  // publishes capacity, then active
   return &record.bytesInUse;
 }
 

@@ -75,6 +75,15 @@ def format_bytes(count: int) -> str:
     raise AssertionError("unreachable")
 
 
+def printable(name: str) -> str:
+    """``name`` with every control character as ``?``.
+
+    A process chooses its own name (any bytes but NUL, via prctl or /proc/self/comm),
+    and the table goes to a terminal: an escape sequence in a name must not reach it.
+    """
+    return "".join(c if c.isprintable() else "?" for c in name)
+
+
 def render(state: dict[str, Any]) -> str:
     """The table ``openreg-smi`` prints."""
     window = state["utilization_window_ms"] / 1000
@@ -96,7 +105,7 @@ def render(state: dict[str, Any]) -> str:
         lines.append(f"{'':>6}  no process is using an OpenReg device")
     for index, process in rows:
         lines.append(
-            f"{index:>6}  {process['pid']:>8}  {process['name']:<16}  "
+            f"{index:>6}  {process['pid']:>8}  {printable(process['name']):<16}  "
             f"{format_bytes(process['memory_used']):>12}  {process['utilization']:>3}%"
         )
     return "\n".join(lines)
