@@ -659,3 +659,97 @@ def test_smi_table_prints_no_control_characters_of_a_name(registry, run_python):
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout and "\t" not in result.stdout
     assert "?[2Jx?y" in result.stdout
+
+
+# ---- Ended processes -------------------------------------------------------------
+
+
+def _state(pid: int) -> tuple[str, int]:
+    """(state, number of threads) from /proc/<pid>/stat, whatever the name holds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return fields[0], int(fields[17])
+
+
+def test_a_killed_but_unreaped_process_holds_no_memory(children, registry):
+    survivor = children("0:8192")
+    zombie = children("0:1048576", "1:4096")
+    os.kill(zombie.pid, signal.SIGKILL)
+    # Waits for the exit without reaping: the process stays a zombie.
+    os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)
+    assert _state(zombie.pid)[0] == "Z"
+    assert [(u.pid, u.device) for u in rt.process_usage()] == [(survivor.pid, 0)]
+    assert [path.name.split("-")[1] for path in registry.iterdir()] == [str(survivor.pid)]
+    result = smi("--json", registry=registry)
+    assert result.returncode == 0, result.stderr
+    devices = json.loads(result.stdout)["devices"]
+    assert [d["memory_used"] for d in devices] == [8192, 0]
+    assert _state(zombie.pid)[0] == "Z", "the test itself must not have reaped it"
+
+
+def test_a_name_with_parentheses_and_spaces_is_not_read_as_a_state(registry, run_python):
+    # /proc/<pid>/stat is "pid (name) state ...": a reader that split at the first
+    # ')' would read this live process's state as Z (zombie) and drop it.
+    result = run_python(
+        """
+        import json, openreg_runtime as rt
+        with open("/proc/self/comm", "w") as comm:
+            comm.write("x) Z 1 (y")
+        rt.malloc(4096)
+        print(json.dumps([u.name for u in rt.process_usage()]))
+        """,
+        env={"OPENREG_REGISTRY_DIR": str(registry)},
+    )
+    assert result.json() == ["x) Z 1 (y"]
+
+
+# A process whose main thread has exited while another thread keeps using the
+# device: /proc/<pid>/stat shows the main thread's state, Z, yet the process lives.
+LEADER_EXITS = r"""
+#include <pthread.h>
+#include <stdio.h>
+
+#include "openreg.h"
+
+static void* keep_running(void* unused) {
+  (void)unused;
+  char line[16];
+  while (fgets(line, sizeof line, stdin) != NULL) {}  /* until stdin closes */
+  return NULL;
+}
+
+int main(void) {
+  void* pointer = NULL;
+  if (orMalloc(&pointer, 4096) != orSuccess) return 1;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, keep_running, NULL) != 0) return 2;
+  pthread_exit(NULL);
+}
+"""
+
+
+def test_a_process_whose_main_thread_exited_is_still_listed(tmp_path, registry):
+    compiler = shutil.which("cc")
+    assert compiler is not None, "a C compiler (cc) is required to test the C API"
+    source, executable = tmp_path / "leader.c", tmp_path / "leader"
+    source.write_text(LEADER_EXITS)
+    library_dir = rt.get_library_dir()
+    build = subprocess.run(
+        [compiler, "-std=c11", "-Wall", "-Werror", f"-I{rt.get_include()}", str(source), "-o",
+         str(executable), f"-L{library_dir}", "-lopenreg", f"-Wl,-rpath,{library_dir}", "-pthread"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    process = subprocess.Popen(
+        [str(executable)],
+        env=clean_environment(OPENREG_REGISTRY_DIR=str(registry)),
+        stdin=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while _state(process.pid) != ("Z", 2) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(process.pid) == ("Z", 2), "the main thread should have exited"
+        assert [(u.pid, u.bytes_in_use) for u in rt.process_usage()] == [(process.pid, 4096)]
+    finally:
+        process.stdin.close()  # the remaining thread returns; the process exits
+        assert process.wait(60) == 0

@@ -68,19 +68,40 @@ int openDirectory(const std::string& path, bool create) {
   return directory;
 }
 
-// Field 22 of /proc/<pid>/stat: the process's start time, in clock ticks
-// after boot. A pid reused by a newer process has a later start time.
-std::optional<uint64_t> processStartTime(int pid) {
+struct ProcessStatus {
+  uint64_t startTime;  // field 22: clock ticks after boot
+  bool ended;          // exited but not yet reaped (a zombie)
+};
+
+// Fields of /proc/<pid>/stat. A pid reused by a newer process has a later
+// start time. A zombie has exited and holds no memory, but keeps its pid
+// until its parent reaps it: state Z (or X/x, being reaped). The state is that
+// of the main thread, which may have exited while other threads still run:
+// such a process is a zombie only once it is down to that one thread.
+std::optional<ProcessStatus> processStatus(int pid) {
   std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  const size_t commEnd = text.rfind(')');  // the name may contain spaces and parentheses
+  // "pid (name) state ...": the name may contain spaces and parentheses, but
+  // nothing after it does, so the fields start after the last ')'.
+  const size_t commEnd = text.rfind(')');
   if (commEnd == std::string::npos) return std::nullopt;
-  std::istringstream fields(text.substr(commEnd + 1));
-  std::string field;
-  for (int index = 3; index <= 22; ++index) {  // fields after the name start at 3
-    if (!(fields >> field)) return std::nullopt;
+  constexpr int kFirst = 3, kState = 3, kThreads = 20, kStartTime = 22;
+  std::istringstream stream(text.substr(commEnd + 1));
+  std::vector<std::string> fields;  // fields[0] is field kFirst
+  for (std::string field; fields.size() <= kStartTime - kFirst && stream >> field;) {
+    fields.push_back(field);
   }
-  return std::strtoull(field.c_str(), nullptr, 10);
+  if (fields.size() <= kStartTime - kFirst) return std::nullopt;
+  const std::string& state = fields[kState - kFirst];
+  const uint64_t threads = std::strtoull(fields[kThreads - kFirst].c_str(), nullptr, 10);
+  return ProcessStatus{std::strtoull(fields[kStartTime - kFirst].c_str(), nullptr, 10),
+                       (state == "Z" || state == "X" || state == "x") && threads <= 1};
+}
+
+std::optional<uint64_t> processStartTime(int pid) {
+  const std::optional<ProcessStatus> status = processStatus(pid);
+  if (!status) return std::nullopt;
+  return status->startTime;
 }
 
 uint64_t ownPidNamespace() {
@@ -107,8 +128,8 @@ bool parseFileName(const std::string& name, const char* prefix, int& pid, uint64
 }
 
 bool processIsGone(int pid, uint64_t startTime) {
-  const std::optional<uint64_t> current = processStartTime(pid);
-  return !current || *current != startTime;
+  const std::optional<ProcessStatus> current = processStatus(pid);
+  return !current || current->startTime != startTime || current->ended;
 }
 
 void pruneStaleFiles(int directory);
