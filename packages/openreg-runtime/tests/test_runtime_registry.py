@@ -753,3 +753,54 @@ def test_a_process_whose_main_thread_exited_is_still_listed(tmp_path, registry):
     finally:
         process.stdin.close()  # the remaining thread returns; the process exits
         assert process.wait(60) == 0
+
+
+# ---- A directory that is not private ---------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/tmp", "/dev/shm"])
+def test_a_shared_system_directory_is_refused_with_advice_that_fits(monkeypatch, path):
+    monkeypatch.setenv("OPENREG_REGISTRY_DIR", path)
+    with pytest.raises(rt.NotPermittedError) as refused:
+        rt.process_usage()
+    message = str(refused.value)
+    assert f"the OpenReg registry directory {path} " in message
+    assert "remove" not in message and "chmod" not in message, "never advise changing " + path
+    assert "point OPENREG_REGISTRY_DIR at a directory of its own" in message
+    assert "mode 0700" in message and "or unset it" in message
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user needs root")
+@pytest.mark.parametrize("owner", ["the user", "another user"])
+def test_the_default_directory_gets_advice_that_fits(run_python, owner):
+    # Run as an unused uid, whose default directory (/dev/shm/openreg-<uid>) the
+    # test plants: OpenReg's own directory may be repaired or removed.
+    uid = 2_000_000_000 + os.getpid() % 1_000_000
+    directory = Path(f"/dev/shm/openreg-{uid}")
+    directory.mkdir(mode=0o700)
+    try:
+        directory.chmod(0o755)
+        if owner == "the user":
+            os.chown(directory, uid, -1)
+        result = run_python(
+            f"""
+            import json, os, openreg_runtime as rt
+            os.setuid({uid})
+            try:
+                rt.process_usage()
+            except rt.NotPermittedError as error:
+                print(json.dumps(str(error)))
+            """
+        )
+        message = result.json()
+    finally:
+        directory.rmdir()
+    assert f"the OpenReg registry directory {directory} must belong to this user (uid {uid})" in (
+        message
+    )
+    if owner == "the user":
+        assert f"run chmod 700 {directory}" in message
+    else:
+        assert f"have its owner or an administrator remove {directory}" in message
+        assert "chmod" not in message
+    assert "set OPENREG_REGISTRY_DIR to a directory of its own" in message

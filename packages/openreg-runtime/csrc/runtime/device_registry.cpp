@@ -31,10 +31,35 @@ constexpr const char* kTemporaryPrefix = ".tmp-";
 constexpr uint64_t kSampleSpacingNs = kUtilizationWindowNs / 8;
 constexpr int kSeqlockAttempts = 1000;
 
-std::string registryDirectory() {
+// OPENREG_REGISTRY_DIR, when set: any directory a user chose, such as /tmp.
+const char* configuredDirectory() {
   const char* configured = std::getenv("OPENREG_REGISTRY_DIR");
-  if (configured != nullptr && configured[0] != '\0') return configured;
-  return "/dev/shm/openreg-" + std::to_string(geteuid());
+  return configured != nullptr && configured[0] != '\0' ? configured : nullptr;
+}
+
+std::string registryDirectory() {
+  const char* configured = configuredDirectory();
+  return configured != nullptr ? configured : "/dev/shm/openreg-" + std::to_string(geteuid());
+}
+
+// What to do about a registry directory that cannot be used. The default
+// directory exists only for OpenReg, so it may be repaired or removed; a
+// configured one may be a shared system directory (/tmp, /dev/shm) or a home,
+// which must never be changed: the advice there is to choose another.
+std::string directoryAdvice(const std::string& path, bool owned) {
+  const std::string privateDirectory =
+      "a directory of its own that you own with mode 0700 (mkdir -m 700 DIR)";
+  if (configuredDirectory() != nullptr) {
+    return "point OPENREG_REGISTRY_DIR at " + privateDirectory +
+           ", or unset it for the default /dev/shm/openreg-<uid>";
+  }
+  if (owned) {
+    return "OpenReg creates it with mode 0700: run chmod 700 " + path +
+           ", or set OPENREG_REGISTRY_DIR to " + privateDirectory;
+  }
+  return "another user created it (perhaps to read this user's counters): have its owner or an "
+         "administrator remove " +
+         path + ", or set OPENREG_REGISTRY_DIR to " + privateDirectory;
 }
 
 // Opens the registry directory, creating it (mode 0700) when `create`.
@@ -53,8 +78,10 @@ int openDirectory(const std::string& path, bool create) {
   const int directory = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (directory < 0) {
     if (errno == ENOENT) return -1;
+    const int error = errno;
     fail(orErrorNotPermitted, "cannot open the OpenReg registry directory ", path, ": ",
-         std::strerror(errno), " (it must be a directory, not a symbolic link)");
+         std::strerror(error),
+         " (it must be a directory, not a symbolic link): ", directoryAdvice(path, false));
   }
   struct stat status{};
   if (fstat(directory, &status) != 0 || status.st_uid != geteuid() || (status.st_mode & 077) != 0) {
@@ -62,8 +89,8 @@ int openDirectory(const std::string& path, bool create) {
     fail(orErrorNotPermitted, "the OpenReg registry directory ", path,
          " must belong to this user (uid ", geteuid(),
          ") with no access for group or others (mode 0700); it has uid ", status.st_uid,
-         " and mode 0", std::oct, (status.st_mode & 0777),
-         ": remove it, or set OPENREG_REGISTRY_DIR to a private directory");
+         " and mode 0", std::oct, (status.st_mode & 07777), std::dec, ": ",
+         directoryAdvice(path, status.st_uid == geteuid()));
   }
   return directory;
 }
