@@ -111,3 +111,40 @@ def test_bare_number_device_memory_is_bytes(run_python, value):
     assert f"OPENREG_DEVICE_MEMORY='{value}' is invalid" in message
     assert f"a bare number is bytes: {value} bytes is below the 1MiB minimum" in message
     assert "'8GiB' or '512MiB'" in message
+
+
+# The seed chaos scheduling runs with, read through the C API (the runtime's Python
+# bindings leave chaos scheduling to the PyTorch binding).
+SEED_PROBE = """
+import ctypes, json
+import openreg_runtime as rt
+
+library = rt.load_library()
+library.orGetLastErrorMessage.restype = ctypes.c_char_p
+enabled, seed = ctypes.c_int(), ctypes.c_ulonglong()
+status = library.orDebugGetChaos(ctypes.byref(enabled), ctypes.byref(seed))
+message = library.orGetLastErrorMessage().decode() if status else ""
+print(json.dumps([status, enabled.value, str(seed.value), message]))
+"""
+
+MAX_SEED = "18446744073709551615"
+
+
+@pytest.mark.parametrize("value", ["1", "7", "007", MAX_SEED])
+def test_valid_debug_seed(run_python, value):
+    report = run_python(SEED_PROBE, env={"OPENREG_DEBUG": "chaos", "OPENREG_DEBUG_SEED": value})
+    assert report.json() == [0, 1, str(int(value)), ""]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [" -5", "-5", "+5", " 5", "5 ", "0", "5x", "0x10", "1e3", "1_000", "\u0661",
+     "18446744073709551616", "99999999999999999999999999"],
+)  # fmt: skip
+def test_invalid_debug_seed_names_the_variable_and_the_range(run_python, value):
+    report = run_python(SEED_PROBE, env={"OPENREG_DEBUG": "chaos", "OPENREG_DEBUG_SEED": value})
+    status, _, _, message = report.json()
+    assert status == 3, message  # orErrorInitialization: never a silently different seed
+    assert f"OPENREG_DEBUG_SEED='{value}' is invalid" in message
+    assert f"from 1 to {MAX_SEED}" in message
+    assert "unset it" in message

@@ -381,11 +381,13 @@ def test_smi_loop_refreshes_until_interrupted(children, registry):
     assert later[-1]["devices"][0]["memory_used"] == 0
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf"])
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan", "1e308", "86400.5", "1e10"])
 def test_smi_rejects_a_bad_interval(registry, value):
     result = smi("-l", value, registry=registry)
-    assert result.returncode == 2
-    assert "give a positive number of seconds" in result.stderr
+    assert result.returncode == 2, result.stderr  # argparse's usage error, not a traceback
+    assert "Traceback" not in result.stderr
+    assert f"argument -l/--loop: {value!r} is not a refresh interval" in result.stderr
+    assert "seconds more than 0 and at most 86400 (a day)" in result.stderr
 
 
 def test_smi_reports_an_unsafe_directory(tmp_path):
@@ -494,3 +496,313 @@ def test_a_new_process_prunes_records_of_crashed_ones(children, registry, run_py
     assert not dead.exists()
     assert [path.name for path in registry.iterdir()] == [record.name]
     assert [u.pid for u in rt.process_usage()] == [child.pid]
+
+
+# ---- Files the registry did not write --------------------------------------------
+
+
+def _dead_pid() -> int:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(gone.stdout)
+
+
+def test_a_fifo_named_like_a_record_blocks_no_reader(children, registry, run_python):
+    # Opening a FIFO for reading waits for a writer: a reader that opened one
+    # without O_NONBLOCK hung (openreg-smi, and every process's first device use).
+    child = children("0:4096")
+    fifos = [registry / "proc-1-1", registry / f".tmp-{_dead_pid()}-1"]
+    for fifo in fifos:
+        os.mkfifo(fifo, 0o600)
+    listing = (
+        "import json, openreg_runtime as rt; print(json.dumps([u.pid for u in rt.process_usage()]))"
+    )
+    assert run_python(listing, env={"OPENREG_REGISTRY_DIR": str(registry)}).json() == [child.pid]
+    first_use = run_python(
+        """
+        import json, os, openreg_runtime as rt
+        rt.malloc(4096)
+        print(json.dumps(sorted(u.pid for u in rt.process_usage() if u.pid != os.getpid())))
+        """,
+        env={"OPENREG_REGISTRY_DIR": str(registry)},
+    )
+    assert first_use.json() == [child.pid]
+    result = smi("--json", registry=registry)
+    assert result.returncode == 0, result.stderr
+    assert [p["pid"] for p in json.loads(result.stdout)["devices"][0]["processes"]] == [child.pid]
+    # Skipped, not removed: the registry only removes files it could have written.
+    assert all(stat.S_ISFIFO(fifo.lstat().st_mode) for fifo in fifos)
+
+
+def _own_start_time() -> int:
+    return int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+def test_a_record_owned_by_another_user_is_not_listed(children, registry):
+    child = children("0:4096")
+    (record,) = registry.iterdir()
+    # A well-formed record of a live process (this one), but not written by this user.
+    foreign = _copy_record_as(record, os.getpid(), _own_start_time())
+    if os.geteuid() == 0:
+        os.chown(foreign, os.geteuid() + 1, -1)
+    else:  # only root can give a file away; a file we cannot open is skipped the same way
+        foreign.chmod(0)
+    assert [u.pid for u in rt.process_usage()] == [child.pid]
+    assert foreign.exists(), "not ours: neither listed nor removed"
+
+
+# ---- Corrupted records -----------------------------------------------------------
+
+# RegistryFile (device_registry.h): the header, then one record per device.
+NAME_OFFSET, NAME_SIZE, DEVICES_OFFSET = 32, 32, 64
+
+# A process that keeps device 0 going busy and idle (each transition updates its
+# record) until told to check itself.
+CHURNING_CHILD = r"""
+import sys, threading
+import openreg_runtime as rt
+
+buffer = rt.DeviceBuffer(4096, device=0)
+stream = rt.Stream(device=0)
+stop, started = threading.Event(), threading.Event()
+
+def churn():
+    while not stop.is_set():
+        stream.launch(started.set)
+        stream.synchronize()
+
+thread = threading.Thread(target=churn)
+thread.start()
+started.wait(60)
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.strip() == "check":
+        stop.set()
+        thread.join()
+        for _ in range(100):
+            stream.launch(lambda: None)
+            stream.synchronize()
+        more = rt.DeviceBuffer(8192, device=0)
+        print("alive", flush=True)
+    elif line.strip() == "exit":
+        break
+"""
+
+
+def _assert_sane(usage: list[rt.ProcessUsage]) -> None:
+    for entry in usage:
+        assert entry.capacity == rt.device_total_memory(entry.device), entry
+        assert 0 <= entry.bytes_in_use <= entry.capacity and entry.bytes_in_use % PAGE == 0, entry
+        assert 0 <= entry.utilization <= 100, entry
+        assert isinstance(entry.name, str)
+
+
+def test_a_corrupted_record_crashes_neither_its_owner_nor_a_reader(registry):
+    owner = subprocess.Popen(
+        [sys.executable, "-c", CHURNING_CHILD],
+        env=clean_environment(OPENREG_REGISTRY_DIR=str(registry)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout.readline().strip() == "ready"
+        (record,) = registry.iterdir()
+        size = record.stat().st_size
+        garbage = b"\xff" * (size - DEVICES_OFFSET)
+        fd = os.open(record, os.O_WRONLY)
+        try:
+            # Every counter of every device: the sample index, the seqlock, the
+            # capacity, the bytes in use, the busy times, the samples; and the name.
+            os.pwrite(fd, b"\xff" * NAME_SIZE, NAME_OFFSET)
+            for _ in range(200):
+                os.pwrite(fd, garbage, DEVICES_OFFSET)
+                _assert_sane(rt.process_usage())
+            result = smi("--json", registry=registry)
+            assert result.returncode == 0, result.stderr
+            for device in json.loads(result.stdout)["devices"]:
+                assert 0 <= device["memory_used"] <= device["capacity"], device
+                assert 0 <= device["utilization"] <= 100, device
+            assert smi(registry=registry).returncode == 0
+        finally:
+            os.close(fd)
+        assert owner.poll() is None, f"the owner died (status {owner.returncode})"
+        # The owner rewrites its record from its own state as it works.
+        owner.stdin.write("check\n")
+        owner.stdin.flush()
+        assert owner.stdout.readline().strip() == "alive"
+        usage = rt.process_usage()
+        _assert_sane(usage)
+        assert [(u.pid, u.device, u.bytes_in_use) for u in usage] == [(owner.pid, 0, 4096 + 8192)]
+        owner.stdin.write("exit\n")
+        owner.stdin.flush()
+        assert owner.wait(60) == 0
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait(60)
+
+
+def test_smi_table_prints_no_control_characters_of_a_name(registry, run_python):
+    # A process names itself (prctl, /proc/self/comm): the table goes to a terminal.
+    result = run_python(
+        """
+        import openreg_runtime as rt
+        from openreg_runtime.smi import main
+        with open("/proc/self/comm", "w") as comm:
+            comm.write("\\x1b[2Jx\\ty")
+        rt.malloc(4096)
+        main([])
+        """,
+        env={"OPENREG_REGISTRY_DIR": str(registry)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\t" not in result.stdout
+    assert "?[2Jx?y" in result.stdout
+
+
+# ---- Ended processes -------------------------------------------------------------
+
+
+def _state(pid: int) -> tuple[str, int]:
+    """(state, number of threads) from /proc/<pid>/stat, whatever the name holds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return fields[0], int(fields[17])
+
+
+def test_a_killed_but_unreaped_process_holds_no_memory(children, registry):
+    survivor = children("0:8192")
+    zombie = children("0:1048576", "1:4096")
+    os.kill(zombie.pid, signal.SIGKILL)
+    # Waits for the exit without reaping: the process stays a zombie.
+    os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)
+    assert _state(zombie.pid)[0] == "Z"
+    assert [(u.pid, u.device) for u in rt.process_usage()] == [(survivor.pid, 0)]
+    assert [path.name.split("-")[1] for path in registry.iterdir()] == [str(survivor.pid)]
+    result = smi("--json", registry=registry)
+    assert result.returncode == 0, result.stderr
+    devices = json.loads(result.stdout)["devices"]
+    assert [d["memory_used"] for d in devices] == [8192, 0]
+    assert _state(zombie.pid)[0] == "Z", "the test itself must not have reaped it"
+
+
+def test_a_name_with_parentheses_and_spaces_is_not_read_as_a_state(registry, run_python):
+    # /proc/<pid>/stat is "pid (name) state ...": a reader that split at the first
+    # ')' would read this live process's state as Z (zombie) and drop it.
+    result = run_python(
+        """
+        import json, openreg_runtime as rt
+        with open("/proc/self/comm", "w") as comm:
+            comm.write("x) Z 1 (y")
+        rt.malloc(4096)
+        print(json.dumps([u.name for u in rt.process_usage()]))
+        """,
+        env={"OPENREG_REGISTRY_DIR": str(registry)},
+    )
+    assert result.json() == ["x) Z 1 (y"]
+
+
+# A process whose main thread has exited while another thread keeps using the
+# device: /proc/<pid>/stat shows the main thread's state, Z, yet the process lives.
+LEADER_EXITS = r"""
+#include <pthread.h>
+#include <stdio.h>
+
+#include "openreg.h"
+
+static void* keep_running(void* unused) {
+  (void)unused;
+  char line[16];
+  while (fgets(line, sizeof line, stdin) != NULL) {}  /* until stdin closes */
+  return NULL;
+}
+
+int main(void) {
+  void* pointer = NULL;
+  if (orMalloc(&pointer, 4096) != orSuccess) return 1;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, keep_running, NULL) != 0) return 2;
+  pthread_exit(NULL);
+}
+"""
+
+
+def test_a_process_whose_main_thread_exited_is_still_listed(tmp_path, registry):
+    compiler = shutil.which("cc")
+    assert compiler is not None, "a C compiler (cc) is required to test the C API"
+    source, executable = tmp_path / "leader.c", tmp_path / "leader"
+    source.write_text(LEADER_EXITS)
+    library_dir = rt.get_library_dir()
+    build = subprocess.run(
+        [compiler, "-std=c11", "-Wall", "-Werror", f"-I{rt.get_include()}", str(source), "-o",
+         str(executable), f"-L{library_dir}", "-lopenreg", f"-Wl,-rpath,{library_dir}", "-pthread"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    process = subprocess.Popen(
+        [str(executable)],
+        env=clean_environment(OPENREG_REGISTRY_DIR=str(registry)),
+        stdin=subprocess.PIPE,
+    )
+    try:
+        # Nothing reports the main thread's exit to another process: poll for it.
+        deadline = time.monotonic() + 60
+        while _state(process.pid)[0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        state, threads = _state(process.pid)
+        assert state == "Z" and threads > 1, "the main thread alone should have exited"
+        assert [(u.pid, u.bytes_in_use) for u in rt.process_usage()] == [(process.pid, 4096)]
+    finally:
+        process.stdin.close()  # the remaining thread returns; the process exits
+        assert process.wait(60) == 0
+
+
+# ---- A directory that is not private ---------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/tmp", "/dev/shm"])
+def test_a_shared_system_directory_is_refused_with_advice_that_fits(monkeypatch, path):
+    monkeypatch.setenv("OPENREG_REGISTRY_DIR", path)
+    with pytest.raises(rt.NotPermittedError) as refused:
+        rt.process_usage()
+    message = str(refused.value)
+    assert f"the OpenReg registry directory {path} " in message
+    assert "remove" not in message and "chmod" not in message, "never advise changing " + path
+    assert "point OPENREG_REGISTRY_DIR at a directory of its own" in message
+    assert "mode 0700" in message and "or unset it" in message
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user needs root")
+@pytest.mark.parametrize("owner", ["the user", "another user"])
+def test_the_default_directory_gets_advice_that_fits(run_python, owner):
+    # Run as an unused uid, whose default directory (/dev/shm/openreg-<uid>) the
+    # test plants: OpenReg's own directory may be repaired or removed.
+    uid = 2_000_000_000 + os.getpid() % 1_000_000
+    directory = Path(f"/dev/shm/openreg-{uid}")
+    directory.mkdir(mode=0o700)
+    try:
+        directory.chmod(0o755)
+        if owner == "the user":
+            os.chown(directory, uid, -1)
+        result = run_python(
+            f"""
+            import json, os, openreg_runtime as rt
+            os.setuid({uid})
+            try:
+                rt.process_usage()
+            except rt.NotPermittedError as error:
+                print(json.dumps(str(error)))
+            """
+        )
+        message = result.json()
+    finally:
+        directory.rmdir()
+    assert f"the OpenReg registry directory {directory} must belong to this user (uid {uid})" in (
+        message
+    )
+    if owner == "the user":
+        assert f"run chmod 700 {directory}" in message
+    else:
+        assert f"have its owner or an administrator remove {directory}" in message
+        assert "chmod" not in message
+    assert "set OPENREG_REGISTRY_DIR to a directory of its own" in message

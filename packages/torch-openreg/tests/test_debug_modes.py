@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -673,6 +674,19 @@ def test_correct_programs_stay_correct_under_chaos() -> None:
     assert "ok" in result.stdout
 
 
+MAX_SEED = 2**64 - 1  # the runtime's seeds: unsigned 64-bit, 0 meaning "choose one"
+
+
+def test_set_chaos_seed_takes_exactly_the_runtime_range() -> None:
+    with debug.enabled("chaos"):
+        debug.set_chaos_seed(MAX_SEED)
+        assert debug.chaos_seed() == MAX_SEED
+        for seed in (0, -5, MAX_SEED + 1, True, 5.0, "5"):
+            with pytest.raises(ValueError, match=f"an integer from 1 to {MAX_SEED}.*got"):
+                debug.set_chaos_seed(seed)  # type: ignore[arg-type]
+        assert debug.chaos_seed() == MAX_SEED
+
+
 # ---- The pytest plugin --------------------------------------------------------------------
 
 
@@ -720,3 +734,45 @@ def test_pytest_plugin_fails_a_racing_test(tmp_path: pytest.TempPathFactory) -> 
     assert "1 failed, 1 passed" in result.stdout, result.stdout + result.stderr
     assert "openreg reported 1 stream race(s) during this test" in result.stdout
     assert "openreg debug modes: poison,races" in result.stdout
+
+
+def run_pytest_with_seed(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    test_file = tmp_path / "test_seeded.py"
+    test_file.write_text("def test_nothing():\n    pass\n")
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "torch_openreg.pytest_plugin", *options,
+         str(test_file)],
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=str(tmp_path),
+    )  # fmt: skip
+
+
+def test_pytest_plugin_takes_a_seed_by_the_rule_of_openreg_debug_seed(
+    tmp_path: Path,
+) -> None:
+    result = run_pytest_with_seed(
+        tmp_path, "--openreg-debug=chaos", f"--openreg-debug-seed={MAX_SEED}"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"openreg debug modes: chaos (chaos seed {MAX_SEED})" in result.stdout
+
+
+@pytest.mark.parametrize("seed", [" -5", "+5", "1_000", str(MAX_SEED + 1)])
+def test_pytest_plugin_refuses_a_seed_openreg_debug_seed_would_refuse(
+    tmp_path: Path, seed: str
+) -> None:
+    result = run_pytest_with_seed(tmp_path, "--openreg-debug=chaos", f"--openreg-debug-seed={seed}")
+    assert result.returncode == 4, result.stdout + result.stderr  # pytest's usage error
+    assert "Traceback" not in result.stderr and "INTERNALERROR" not in result.stdout + result.stderr
+    assert f"--openreg-debug-seed={seed!r} is invalid" in result.stderr
+    assert f"from 1 to {MAX_SEED}" in result.stderr
+
+
+def test_pytest_plugin_refuses_a_seed_without_chaos(tmp_path: Path) -> None:
+    result = run_pytest_with_seed(tmp_path, "--openreg-debug-seed=7")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "--openreg-debug-seed needs chaos in --openreg-debug" in result.stderr

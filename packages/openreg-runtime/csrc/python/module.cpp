@@ -736,6 +736,16 @@ std::vector<ProcessUsage> processUsage() {
   return usage;
 }
 
+// A process name is whatever bytes the process gave itself (prctl, or
+// /proc/self/comm), read from a record other processes can write: decoded
+// leniently, so that no name can make a listing fail.
+py::str decodedName(const std::string& name) {
+  PyObject* text =
+      PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), "replace");
+  if (text == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(text);
+}
+
 void defineRegistry(py::module_& m) {
   m.def(
       "device_total_memory",
@@ -752,7 +762,9 @@ void defineRegistry(py::module_& m) {
       .def_readonly("device", &ProcessUsage::device)
       .def_readonly("start_time", &ProcessUsage::startTime,
                     "Start time of the process in clock ticks after boot (/proc/<pid>/stat).")
-      .def_readonly("name", &ProcessUsage::name, "Process name (/proc/<pid>/comm).")
+      .def_property_readonly(
+          "name", [](const ProcessUsage& self) { return decodedName(self.name); },
+          "Process name (/proc/<pid>/comm; bytes that are not UTF-8 read as U+FFFD).")
       .def_readonly("bytes_in_use", &ProcessUsage::bytesInUse,
                     "Device memory the process has allocated (page multiples).")
       .def_readonly("capacity", &ProcessUsage::capacity, "The device's capacity in that process.")
@@ -760,9 +772,9 @@ void defineRegistry(py::module_& m) {
                     "Percent of the last second in which the process ran work on the device.")
       .def("__repr__", [](const ProcessUsage& self) {
         std::ostringstream text;
-        text << "ProcessUsage(pid=" << self.pid << ", device=" << self.device << ", name='"
-             << self.name << "', bytes_in_use=" << self.bytesInUse
-             << ", utilization=" << self.utilization << ")";
+        text << "ProcessUsage(pid=" << self.pid << ", device=" << self.device
+             << ", name=" << std::string(py::repr(decodedName(self.name)))
+             << ", bytes_in_use=" << self.bytesInUse << ", utilization=" << self.utilization << ")";
         return text.str();
       });
   m.def("process_usage", &processUsage, py::call_guard<py::gil_scoped_release>(),

@@ -3,8 +3,10 @@
 
 #include <condition_variable>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -29,20 +31,34 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Decimal digits only, 1 to 2^64 - 1. strtoull would take " -5" as 2^64 - 5
+// and clamp an overflow to 2^64 - 1: a seed meant to replay a run would
+// silently be another seed.
+std::optional<uint64_t> parseSeed(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  uint64_t value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const auto digit = static_cast<uint64_t>(c - '0');
+    if (value > (std::numeric_limits<uint64_t>::max() - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
+  }
+  if (value == 0) return std::nullopt;  // 0 means "choose a seed"
+  return value;
+}
+
 uint64_t seedFromEnvironment() {
   const char* raw = std::getenv("OPENREG_DEBUG_SEED");
   if (raw == nullptr || *raw == '\0') {
     std::random_device device;
     return (uint64_t{device()} << 32 | device()) | 1;  // never 0 (0 means "choose")
   }
-  char* end = nullptr;
-  const unsigned long long value = std::strtoull(raw, &end, 10);
-  check(end != nullptr && *end == '\0' && raw[0] != '-' && value != 0, orErrorInitialization,
-        "OPENREG_DEBUG_SEED='", raw,
-        "' is invalid: set it to a positive integer (the seed printed by a chaos run), or unset it "
-        "for a "
-        "random seed");
-  return value;
+  const std::optional<uint64_t> seed = parseSeed(raw);
+  check(seed.has_value(), orErrorInitialization, "OPENREG_DEBUG_SEED='", raw,
+        "' is invalid: give a decimal integer from 1 to ", std::numeric_limits<uint64_t>::max(),
+        ", digits only (no sign, spaces or prefix), such as the seed a chaos run printed; or "
+        "unset it for a random seed");
+  return *seed;
 }
 
 bool chaosRequested() {

@@ -9,12 +9,15 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 
+#include "environment.h"
 #include "errors.h"
 
 #include <sys/mman.h>
@@ -28,10 +31,35 @@ constexpr const char* kTemporaryPrefix = ".tmp-";
 constexpr uint64_t kSampleSpacingNs = kUtilizationWindowNs / 8;
 constexpr int kSeqlockAttempts = 1000;
 
-std::string registryDirectory() {
+// OPENREG_REGISTRY_DIR, when set: any directory a user chose, such as /tmp.
+const char* configuredDirectory() {
   const char* configured = std::getenv("OPENREG_REGISTRY_DIR");
-  if (configured != nullptr && configured[0] != '\0') return configured;
-  return "/dev/shm/openreg-" + std::to_string(geteuid());
+  return configured != nullptr && configured[0] != '\0' ? configured : nullptr;
+}
+
+std::string registryDirectory() {
+  const char* configured = configuredDirectory();
+  return configured != nullptr ? configured : "/dev/shm/openreg-" + std::to_string(geteuid());
+}
+
+// What to do about a registry directory that cannot be used. The default
+// directory exists only for OpenReg, so it may be repaired or removed; a
+// configured one may be a shared system directory (/tmp, /dev/shm) or a home,
+// which must never be changed: the advice there is to choose another.
+std::string directoryAdvice(const std::string& path, bool owned) {
+  const std::string privateDirectory =
+      "a directory of its own that you own with mode 0700 (mkdir -m 700 DIR)";
+  if (configuredDirectory() != nullptr) {
+    return "point OPENREG_REGISTRY_DIR at " + privateDirectory +
+           ", or unset it for the default /dev/shm/openreg-<uid>";
+  }
+  if (owned) {
+    return "OpenReg creates it with mode 0700: run chmod 700 " + path +
+           ", or set OPENREG_REGISTRY_DIR to " + privateDirectory;
+  }
+  return "another user created it (perhaps to read this user's counters): have its owner or an "
+         "administrator remove " +
+         path + ", or set OPENREG_REGISTRY_DIR to " + privateDirectory;
 }
 
 // Opens the registry directory, creating it (mode 0700) when `create`.
@@ -50,8 +78,10 @@ int openDirectory(const std::string& path, bool create) {
   const int directory = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (directory < 0) {
     if (errno == ENOENT) return -1;
+    const int error = errno;
     fail(orErrorNotPermitted, "cannot open the OpenReg registry directory ", path, ": ",
-         std::strerror(errno), " (it must be a directory, not a symbolic link)");
+         std::strerror(error),
+         " (it must be a directory, not a symbolic link): ", directoryAdvice(path, false));
   }
   struct stat status{};
   if (fstat(directory, &status) != 0 || status.st_uid != geteuid() || (status.st_mode & 077) != 0) {
@@ -59,25 +89,46 @@ int openDirectory(const std::string& path, bool create) {
     fail(orErrorNotPermitted, "the OpenReg registry directory ", path,
          " must belong to this user (uid ", geteuid(),
          ") with no access for group or others (mode 0700); it has uid ", status.st_uid,
-         " and mode 0", std::oct, (status.st_mode & 0777),
-         ": remove it, or set OPENREG_REGISTRY_DIR to a private directory");
+         " and mode 0", std::oct, (status.st_mode & 07777), std::dec, ": ",
+         directoryAdvice(path, status.st_uid == geteuid()));
   }
   return directory;
 }
 
-// Field 22 of /proc/<pid>/stat: the process's start time, in clock ticks
-// after boot. A pid reused by a newer process has a later start time.
-std::optional<uint64_t> processStartTime(int pid) {
+struct ProcessStatus {
+  uint64_t startTime;  // field 22: clock ticks after boot
+  bool ended;          // exited but not yet reaped (a zombie)
+};
+
+// Fields of /proc/<pid>/stat. A pid reused by a newer process has a later
+// start time. A zombie has exited and holds no memory, but keeps its pid
+// until its parent reaps it: state Z (or X/x, being reaped). The state is that
+// of the main thread, which may have exited while other threads still run:
+// such a process is a zombie only once it is down to that one thread.
+std::optional<ProcessStatus> processStatus(int pid) {
   std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  const size_t commEnd = text.rfind(')');  // the name may contain spaces and parentheses
+  // "pid (name) state ...": the name may contain spaces and parentheses, but
+  // nothing after it does, so the fields start after the last ')'.
+  const size_t commEnd = text.rfind(')');
   if (commEnd == std::string::npos) return std::nullopt;
-  std::istringstream fields(text.substr(commEnd + 1));
-  std::string field;
-  for (int index = 3; index <= 22; ++index) {  // fields after the name start at 3
-    if (!(fields >> field)) return std::nullopt;
+  constexpr int kFirst = 3, kState = 3, kThreads = 20, kStartTime = 22;
+  std::istringstream stream(text.substr(commEnd + 1));
+  std::vector<std::string> fields;  // fields[0] is field kFirst
+  for (std::string field; fields.size() <= kStartTime - kFirst && stream >> field;) {
+    fields.push_back(field);
   }
-  return std::strtoull(field.c_str(), nullptr, 10);
+  if (fields.size() <= kStartTime - kFirst) return std::nullopt;
+  const std::string& state = fields[kState - kFirst];
+  const uint64_t threads = std::strtoull(fields[kThreads - kFirst].c_str(), nullptr, 10);
+  return ProcessStatus{std::strtoull(fields[kStartTime - kFirst].c_str(), nullptr, 10),
+                       (state == "Z" || state == "X" || state == "x") && threads <= 1};
+}
+
+std::optional<uint64_t> processStartTime(int pid) {
+  const std::optional<ProcessStatus> status = processStatus(pid);
+  if (!status) return std::nullopt;
+  return status->startTime;
 }
 
 uint64_t ownPidNamespace() {
@@ -104,8 +155,8 @@ bool parseFileName(const std::string& name, const char* prefix, int& pid, uint64
 }
 
 bool processIsGone(int pid, uint64_t startTime) {
-  const std::optional<uint64_t> current = processStartTime(pid);
-  return !current || *current != startTime;
+  const std::optional<ProcessStatus> current = processStatus(pid);
+  return !current || current->startTime != startTime || current->ended;
 }
 
 void pruneStaleFiles(int directory);
@@ -238,13 +289,45 @@ unsigned utilizationOf(const BusySnapshot& busy, uint64_t now) {
     if ((old && (!baseOld || time > baseTime)) || (!old && !baseOld && time < baseTime)) base = i;
   }
   if (base < 0 || busy.sampleTimeNs[base] >= now) return 0;
-  const uint64_t busyNow =
-      busy.totalNs + (busy.sinceNs != 0 && busy.sinceNs <= now ? now - busy.sinceNs : 0);
+  const uint64_t interval = now - busy.sampleTimeNs[base];
+  // Every counter came from shared memory and may hold anything: the sums
+  // saturate, and busy time beyond the time that passed is cut to it.
+  const uint64_t running = busy.sinceNs != 0 && busy.sinceNs <= now ? now - busy.sinceNs : 0;
+  const uint64_t busyNow = busy.totalNs > std::numeric_limits<uint64_t>::max() - running
+                               ? std::numeric_limits<uint64_t>::max()
+                               : busy.totalNs + running;
   const uint64_t busyInterval =
       busyNow > busy.sampleBusyNs[base] ? busyNow - busy.sampleBusyNs[base] : 0;
-  const uint64_t interval = now - busy.sampleTimeNs[base];
-  const uint64_t percent = (busyInterval * 100 + interval / 2) / interval;
-  return static_cast<unsigned>(std::min<uint64_t>(percent, 100));
+  const double fraction =
+      static_cast<double>(std::min(busyInterval, interval)) / static_cast<double>(interval);
+  return static_cast<unsigned>(std::lround(fraction * 100));
+}
+
+// Whether one device's counters in a record could be true. A record is
+// memory any process of this user can write, by mistake or on purpose: an
+// entry whose counters could not have been written by the runtime is not
+// listed (its owner rewrites them, see DeviceActivity::publishLocked).
+bool plausible(uint32_t active, uint64_t capacity, uint64_t bytesInUse) {
+  const uint64_t page = pageSize();
+  return active == 1 && capacity >= kMinDeviceMemory && capacity <= kMaxDeviceMemory &&
+         capacity % page == 0 && bytesInUse <= capacity && bytesInUse % page == 0;
+}
+
+// Opens `name` for reading if it is a regular file of this user, else -1.
+// The registry reads only what it could have written: opening a FIFO planted
+// under a record's name waits for a writer forever unless O_NONBLOCK, a
+// device node is never made the controlling terminal (O_NOCTTY), symbolic
+// links are refused (O_NOFOLLOW), and the file is judged by fstat on the open
+// descriptor (a stat before opening could judge a file replaced meanwhile).
+int openRegularFile(int directory, const std::string& name, struct stat& status) {
+  const int fd =
+      openat(directory, name.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (fstat(fd, &status) != 0 || !S_ISREG(status.st_mode) || status.st_uid != geteuid()) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 // Appends the entries of one record file, or removes it when its process is gone.
@@ -252,17 +335,22 @@ void readRecordFile(int directory, const std::string& name, uint64_t pidNamespac
                     std::vector<ProcessUsage>& usage) {
   int pid = 0;
   uint64_t startTime = 0;
+  struct stat status{};
   if (parseFileName(name, kTemporaryPrefix, pid, startTime)) {
-    if (processIsGone(pid, startTime)) unlinkat(directory, name.c_str(), 0);  // crashed at birth
+    if (processIsGone(pid, startTime)) {  // crashed at birth
+      const int fd = openRegularFile(directory, name, status);
+      if (fd >= 0) {
+        close(fd);
+        unlinkat(directory, name.c_str(), 0);
+      }
+    }
     return;
   }
   if (!parseFileName(name, kFilePrefix, pid, startTime)) return;
-  const int fd = openat(directory, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return;  // removed meanwhile
-  struct stat status{};
+  const int fd = openRegularFile(directory, name, status);
+  if (fd < 0) return;  // removed meanwhile, or nothing the registry wrote
   void* mapping = MAP_FAILED;
-  if (fstat(fd, &status) == 0 && status.st_uid == geteuid() && S_ISREG(status.st_mode) &&
-      static_cast<size_t>(status.st_size) >= sizeof(RegistryFile)) {
+  if (static_cast<size_t>(status.st_size) >= sizeof(RegistryFile)) {
     mapping = mmap(nullptr, sizeof(RegistryFile), PROT_READ, MAP_SHARED, fd, 0);
   }
   close(fd);
@@ -279,10 +367,13 @@ void readRecordFile(int directory, const std::string& name, uint64_t pidNamespac
       std::string processName(file->name, strnlen(file->name, sizeof(file->name)));
       for (int device = 0; device < OPENREG_MAX_DEVICES; ++device) {
         const RegistryDeviceRecord& record = file->devices[device];
-        if (record.active.load(std::memory_order_acquire) == 0) continue;
-        usage.push_back(ProcessUsage{
-            pid, device, startTime, processName, record.bytesInUse.load(std::memory_order_relaxed),
-            record.capacity.load(std::memory_order_relaxed), utilizationOf(readBusy(record), now)});
+        const uint32_t active = record.active.load(std::memory_order_acquire);
+        if (active == 0) continue;
+        const uint64_t capacity = record.capacity.load(std::memory_order_relaxed);
+        const uint64_t bytesInUse = record.bytesInUse.load(std::memory_order_relaxed);
+        if (!plausible(active, capacity, bytesInUse)) continue;
+        usage.push_back(ProcessUsage{pid, device, startTime, processName, bytesInUse, capacity,
+                                     utilizationOf(readBusy(record), now)});
       }
     }
   }
@@ -323,9 +414,10 @@ DeviceActivity& deviceActivity(int device) {
   return (*activities)[device];
 }
 
-void DeviceActivity::attach(RegistryDeviceRecord* record) {
+void DeviceActivity::attach(RegistryDeviceRecord* record, uint64_t capacity) {
   std::lock_guard<std::mutex> lock(mutex_);
   record_ = record;
+  capacity_ = capacity;
   if (record_ != nullptr) publishLocked(monotonicNanoseconds());
 }
 
@@ -346,27 +438,38 @@ void DeviceActivity::workFinished() {
 }
 
 void DeviceActivity::publishLocked(uint64_t now) {
-  RegistryDeviceRecord& record = *record_;
-  const uint32_t sequence = record.sequence.load(std::memory_order_relaxed);
-  // Seqlock write: the odd sequence, then release stores of the fields (a
-  // reader that sees a new field value also sees the odd sequence).
-  record.sequence.store(sequence + 1, std::memory_order_relaxed);
-  record.busyTotalNs.store(busyTotalNs_, std::memory_order_release);
-  record.busySinceNs.store(running_ > 0 ? busySinceNs_ : 0, std::memory_order_release);
   // A new sample at most every spacing; in between, going idle moves the newest
   // sample to this moment, so the samples always end where the work ended and a
   // device idle for one window reads exactly 0 %.
   const bool spaced = lastSampleNs_ == 0 || now - lastSampleNs_ >= kSampleSpacingNs;
   if (spaced || running_ == 0) {
-    uint32_t head = record.sampleHead.load(std::memory_order_relaxed);
-    if (spaced) head = (head + 1) % kBusySamples;
-    record.sampleTimeNs[head].store(now, std::memory_order_release);
-    record.sampleBusyNs[head].store(busyTotalNs_ + (running_ > 0 ? now - busySinceNs_ : 0),
-                                    std::memory_order_release);
-    record.sampleHead.store(head, std::memory_order_relaxed);
-    if (spaced) lastSampleNs_ = now;
+    if (spaced) {
+      sampleHead_ = (sampleHead_ + 1) % kBusySamples;
+      lastSampleNs_ = now;
+    }
+    sampleTimeNs_[sampleHead_] = now;
+    sampleBusyNs_[sampleHead_] = busyTotalNs_ + (running_ > 0 ? now - busySinceNs_ : 0);
   }
-  record.sequence.store(sequence + 2, std::memory_order_release);
+  // Everything below is stored from this object's own state and never read
+  // back (see the class comment). A spaced publication rewrites the whole
+  // ring, so a corrupted record is whole again within one sample spacing.
+  RegistryDeviceRecord& record = *record_;
+  record.capacity.store(capacity_, std::memory_order_relaxed);
+  record.active.store(1, std::memory_order_release);
+  // Seqlock write: the odd sequence, then release stores of the fields (a
+  // reader that sees a new field value also sees the odd sequence).
+  record.sequence.store(sequence_ + 1, std::memory_order_relaxed);
+  record.busyTotalNs.store(busyTotalNs_, std::memory_order_release);
+  record.busySinceNs.store(running_ > 0 ? busySinceNs_ : 0, std::memory_order_release);
+  const uint32_t first = spaced ? 0 : sampleHead_;
+  const uint32_t end = spaced ? kBusySamples : sampleHead_ + 1;
+  for (uint32_t i = first; i < end; ++i) {
+    record.sampleTimeNs[i].store(sampleTimeNs_[i], std::memory_order_release);
+    record.sampleBusyNs[i].store(sampleBusyNs_[i], std::memory_order_release);
+  }
+  record.sampleHead.store(sampleHead_, std::memory_order_relaxed);
+  sequence_ += 2;
+  record.sequence.store(sequence_, std::memory_order_release);
 }
 
 std::atomic<uint64_t>* registerDevice(int device, size_t capacity) {
@@ -375,9 +478,7 @@ std::atomic<uint64_t>* registerDevice(int device, size_t capacity) {
   RegistryFile* file = ownRecord().file;
   if (file == nullptr) return nullptr;
   RegistryDeviceRecord& record = file->devices[device];
-  record.capacity.store(capacity, std::memory_order_relaxed);
-  record.active.store(1, std::memory_order_release);
-  deviceActivity(device).attach(&record);
+  deviceActivity(device).attach(&record, capacity);  // publishes capacity, then active
   return &record.bytesInUse;
 }
 

@@ -16,6 +16,7 @@
 // stored: no addresses, no command lines, and only the owner can read them.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -69,12 +70,19 @@ uint64_t monotonicNanoseconds();
 // when it has run everything queued; the device counts as busy while any of
 // its streams is (like nvidia-smi's "one or more
 // kernels was executing"), so concurrent streams never exceed 100%.
+//
+// The record is shared memory that any process of this user can write, by
+// mistake or on purpose. This object therefore only ever stores into it, from
+// its own copy of every field, and never reads it back: a value read back
+// (the sample index once was) could steer this process outside the record,
+// and each publication also repairs whatever it rewrites.
 class DeviceActivity {
  public:
   void workStarted();
   void workFinished();
-  // Publishes to `record` from now on (nullptr: the registry is unavailable).
-  void attach(RegistryDeviceRecord* record);
+  // Publishes to `record` from now on (nullptr: the registry is unavailable);
+  // `capacity` is the device's, republished with the other counters.
+  void attach(RegistryDeviceRecord* record, uint64_t capacity);
 
  private:
   void publishLocked(uint64_t now);
@@ -84,6 +92,11 @@ class DeviceActivity {
   uint64_t busySinceNs_ = 0;
   uint64_t busyTotalNs_ = 0;
   uint64_t lastSampleNs_ = 0;
+  uint64_t capacity_ = 0;
+  uint32_t sequence_ = 0;    // the seqlock's value between writes (always even)
+  uint32_t sampleHead_ = 0;  // index of the newest sample, always < kBusySamples
+  std::array<uint64_t, kBusySamples> sampleTimeNs_{};
+  std::array<uint64_t, kBusySamples> sampleBusyNs_{};
   RegistryDeviceRecord* record_ = nullptr;
 };
 

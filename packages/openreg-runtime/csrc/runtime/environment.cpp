@@ -16,8 +16,6 @@ namespace openreg::runtime {
 namespace {
 
 constexpr int kDefaultDeviceCount = 2;
-constexpr size_t kMinDeviceMemory = size_t{1} << 20;   // 1 MiB
-constexpr size_t kMaxDeviceMemory = size_t{1} << 40;   // 1 TiB of address space
 
 std::string trim(const std::string& text) {
   size_t begin = 0, end = text.size();

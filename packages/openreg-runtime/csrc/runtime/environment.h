@@ -13,6 +13,11 @@
 
 namespace openreg::runtime {
 
+// The accepted range of OPENREG_DEVICE_MEMORY (also what a registry reader
+// believes of another process's capacity).
+constexpr size_t kMinDeviceMemory = size_t{1} << 20;  // 1 MiB
+constexpr size_t kMaxDeviceMemory = size_t{1} << 40;  // 1 TiB of address space
+
 struct RuntimeConfig {
   int deviceCount;
   size_t deviceMemoryBytes;  // capacity of each device, page-aligned

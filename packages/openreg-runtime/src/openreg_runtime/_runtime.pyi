@@ -111,7 +111,7 @@ class ProcessUsage:
     @property
     def name(self) -> str:
         """
-        Process name (/proc/<pid>/comm).
+        Process name (/proc/<pid>/comm; bytes that are not UTF-8 read as U+FFFD).
         """
     @property
     def pid(self) -> int: ...

@@ -75,6 +75,15 @@ def format_bytes(count: int) -> str:
     raise AssertionError("unreachable")
 
 
+def printable(name: str) -> str:
+    """``name`` with every control character as ``?``.
+
+    A process chooses its own name (any bytes but NUL, via prctl or /proc/self/comm),
+    and the table goes to a terminal: an escape sequence in a name must not reach it.
+    """
+    return "".join(c if c.isprintable() else "?" for c in name)
+
+
 def render(state: dict[str, Any]) -> str:
     """The table ``openreg-smi`` prints."""
     window = state["utilization_window_ms"] / 1000
@@ -96,20 +105,27 @@ def render(state: dict[str, Any]) -> str:
         lines.append(f"{'':>6}  no process is using an OpenReg device")
     for index, process in rows:
         lines.append(
-            f"{index:>6}  {process['pid']:>8}  {process['name']:<16}  "
+            f"{index:>6}  {process['pid']:>8}  {printable(process['name']):<16}  "
             f"{format_bytes(process['memory_used']):>12}  {process['utilization']:>3}%"
         )
     return "\n".join(lines)
 
 
-def positive_seconds(text: str) -> float:
+# A day, as for Stream.sleep: longer is no refresh, and time.sleep() raises
+# OverflowError for values near 1e10 seconds and beyond.
+MAX_INTERVAL_SECONDS = 86400
+
+
+def refresh_interval(text: str) -> float:
+    """``-l``'s argument: seconds, more than 0 and at most a day."""
     try:
         seconds = float(text)
     except ValueError:
-        seconds = 0.0
-    if not seconds > 0 or seconds == float("inf"):
+        seconds = float("nan")
+    if not 0 < seconds <= MAX_INTERVAL_SECONDS:  # also false for NaN
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a refresh interval: give a positive number of seconds, e.g. -l 1"
+            f"{text!r} is not a refresh interval: give a number of seconds more than 0 and at "
+            f"most {MAX_INTERVAL_SECONDS} (a day), e.g. -l 1"
         )
     return seconds
 
@@ -123,9 +139,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "-l",
         "--loop",
-        type=positive_seconds,
+        type=refresh_interval,
         metavar="SECONDS",
-        help="refresh every SECONDS until interrupted (with --json: one document per line)",
+        help="refresh every SECONDS (more than 0, at most 86400) until interrupted "
+        "(with --json: one document per line)",
     )
     return parser.parse_args(argv)
 

@@ -31,10 +31,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--openreg-debug-seed",
-        type=int,
         default=None,
         metavar="SEED",
-        help="seed of chaos scheduling (default: OPENREG_DEBUG_SEED, else random; printed)",
+        help="seed of chaos scheduling, 1 to 2**64-1 (default: OPENREG_DEBUG_SEED, else random; "
+        "printed)",
     )
 
 
@@ -52,13 +52,19 @@ def _parse_modes(text: str) -> tuple[str, ...]:
 class _DebugModes:
     """Switches the modes on for the session and checks each test's race count."""
 
-    def __init__(self, modes: tuple[str, ...], seed: int | None) -> None:
+    def __init__(self, modes: tuple[str, ...], seed_text: str | None) -> None:
         import torch
 
         import torch_openreg  # noqa: F401  (registers torch.openreg)
 
         self.debug = torch.openreg.debug
         self.torch = torch
+        seed = None
+        if seed_text is not None:
+            try:  # the rule of OPENREG_DEBUG_SEED, checked before any mode changes
+                seed = self.debug._seed_from_text(seed_text, "--openreg-debug-seed")
+            except ValueError as error:
+                raise pytest.UsageError(str(error)) from None
         self.debug.set_modes(*(self.debug.get_modes() | set(modes)))
         if seed is not None:
             if "chaos" not in self.debug.get_modes():
@@ -97,8 +103,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "openreg_races_expected: the test reports openreg stream races on purpose"
     )
     text = config.getoption("--openreg-debug")
+    seed_text = config.getoption("--openreg-debug-seed")
     if text:
         config.pluginmanager.register(
-            _DebugModes(_parse_modes(text), config.getoption("--openreg-debug-seed")),
-            "openreg-debug-modes",
+            _DebugModes(_parse_modes(text), seed_text), "openreg-debug-modes"
         )
+    elif seed_text is not None:  # it would otherwise be ignored without a word
+        raise pytest.UsageError("--openreg-debug-seed needs chaos in --openreg-debug")

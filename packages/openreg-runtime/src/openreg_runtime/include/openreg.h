@@ -261,8 +261,13 @@ OR_API orError_t orDeviceTotalMem(size_t* bytes, int device);
  * Only this user's processes are listed: other users can neither read nor
  * write the directory. Stored are pid, start time, process name and the
  * counters below; nothing else. Records of processes that ended, including
- * killed ones, are removed by the next reader (a pid is matched with its
- * start time, so a reused pid is not mistaken for the old process).
+ * killed ones and zombies (exited, not yet reaped), are removed by the next
+ * reader (a pid is matched with its start time, so a reused pid is not
+ * mistaken for the old process). The directory's contents are untrusted
+ * input: files that are not regular files of this user (a FIFO, a link) are
+ * skipped without blocking, and an entry whose counters could not be true (a
+ * record overwritten in shared memory) is left out until its owner, which
+ * never reads its record back, rewrites it.
  *
  * utilization is the percentage of the last OPENREG_UTILIZATION_WINDOW_MS in
  * which at least one stream of the device was running work in that process
@@ -286,7 +291,10 @@ typedef struct orProcessUsage {
  * it is 0); on return it holds the number of entries there are, of which the
  * first min(input, that number) were written: call again with a larger
  * array when it grew. orErrorNotPermitted when the directory is not private
- * to this user (the message names it and the fix). Never activates a device. */
+ * to this user (the message names it, its owner and mode, and a fix that
+ * never changes a directory OPENREG_REGISTRY_DIR names). `name` holds the
+ * bytes the process chose for itself: not necessarily UTF-8 or printable.
+ * Never activates a device. */
 OR_API orError_t orGetProcessUsage(orProcessUsage* entries, unsigned int* count);
 
 /* ---- Debugging: chaos scheduling ------------------------------------------ */
@@ -294,7 +302,10 @@ OR_API orError_t orGetProcessUsage(orProcessUsage* entries, unsigned int* count)
  * event waits are kept), so a missing synchronization gives a wrong result.
  * Decisions are seeded: the same seed holds the same work every run. It is on
  * when OPENREG_DEBUG lists "chaos" (seed: OPENREG_DEBUG_SEED, else random) or
- * after orDebugSetChaos(1, seed); seed 0 means OPENREG_DEBUG_SEED or random. */
+ * after orDebugSetChaos(1, seed); seed 0 means OPENREG_DEBUG_SEED or random.
+ * OPENREG_DEBUG_SEED is decimal digits only, 1 to 18446744073709551615 (no
+ * sign, spaces or prefix; empty means random); anything else is
+ * orErrorInitialization naming the variable, the value and that range. */
 OR_API orError_t orDebugSetChaos(int enabled, unsigned long long seed);
 OR_API orError_t orDebugGetChaos(int* enabled, unsigned long long* seed);
 /* What chaos scheduling did in this process: pieces of work held until waited

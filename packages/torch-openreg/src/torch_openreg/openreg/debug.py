@@ -32,6 +32,8 @@ from .. import _C
 
 MODES = ("races", "poison", "chaos")
 RACE_ACTIONS = ("report", "error")
+# Chaos seeds are the runtime's: unsigned 64-bit, 0 meaning "choose one".
+_MAX_SEED = 2**64 - 1
 
 
 def _normalized(modes: Iterable[str]) -> frozenset[str]:
@@ -173,10 +175,30 @@ def set_chaos_seed(seed: int) -> None:
         raise RuntimeError(
             "chaos scheduling is off: enable it first (torch.openreg.debug.enable('chaos'))"
         )
-    if not isinstance(seed, int) or seed <= 0:
-        raise ValueError(f"the chaos seed must be a positive integer, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 1 <= seed <= _MAX_SEED:
+        raise ValueError(
+            f"the chaos seed must be an integer from 1 to {_MAX_SEED} (the seed a chaos run "
+            f"printed), got {seed!r}"
+        )
     _C._set_chaos(True, seed)
     _announce_seed()
+
+
+def _seed_from_text(text: str, source: str) -> int:
+    """A chaos seed written as text (``source`` names where), by OPENREG_DEBUG_SEED's rule.
+
+    Decimal digits only, 1 to 2**64 - 1, as the runtime reads OPENREG_DEBUG_SEED:
+    ``int()`` would also take " -5", "+5" and "1_000", and a seed that replays a run
+    must not silently become another one.
+    """
+    digits = text.isascii() and text.isdigit()
+    # (the length check first: int() refuses strings of thousands of digits)
+    if not digits or len(text.lstrip("0")) > len(str(_MAX_SEED)) or not 1 <= int(text) <= _MAX_SEED:
+        raise ValueError(
+            f"{source}={text!r} is invalid: give a decimal integer from 1 to {_MAX_SEED}, "
+            "digits only (no sign, spaces or prefix), such as the seed a chaos run printed"
+        )
+    return int(text)
 
 
 def _set_chaos(on: bool) -> None:
