@@ -51,6 +51,12 @@ void checkStorageCovers(const at::Tensor& tensor) {
 
 }  // namespace
 
+bool KernelContext::isSparse(const at::Tensor& tensor) {
+  const c10::Layout layout = tensor.layout();
+  return layout == c10::kSparse || layout == c10::kSparseCsr || layout == c10::kSparseCsc ||
+         layout == c10::kSparseBsr || layout == c10::kSparseBsc;
+}
+
 KernelContext::AliasedStorage& KernelContext::aliasStorage(const c10::Storage& original) {
   if (AliasedStorage* found = byOriginal_.find(original.unsafeGetStorageImpl())) return *found;
   void* kernelData = original.data() == nullptr
@@ -73,8 +79,8 @@ at::Tensor KernelContext::alias(const at::Tensor& tensor) {
               "openreg supports strided, nested and sparse tensors only, got ", tensor.layout());
   if (at::Tensor* cached = aliasOfTensor_.find(tensor.unsafeGetTensorImpl())) return *cached;
   checkStorageCovers(tensor);
-  at::Tensor created =
-      makeLike(aliasStorage(tensor.storage()).alias, c10::DispatchKey::CPU, tensor);
+  const c10::Storage& storage = aliasStorage(tensor.storage()).alias;
+  at::Tensor created = makeLike(storage, c10::DispatchKey::CPU, tensor);
   return aliasOfTensor_.insert(tensor.unsafeGetTensorImpl(), std::move(created));
 }
 

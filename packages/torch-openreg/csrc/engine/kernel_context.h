@@ -43,11 +43,7 @@ class KernelContext {
   void writeBack(const at::Tensor& original);
 
   // COO or compressed (CSR, CSC, BSR, BSC).
-  static bool isSparse(const at::Tensor& tensor) {
-    const c10::Layout layout = tensor.layout();
-    return layout == c10::kSparse || layout == c10::kSparseCsr || layout == c10::kSparseCsc ||
-           layout == c10::kSparseBsr || layout == c10::kSparseBsc;
-  }
+  static bool isSparse(const at::Tensor& tensor);
 
   c10::DeviceIndex device() const { return device_; }
 

@@ -214,9 +214,9 @@ void launchOnDevice(const LaunchSpec& spec, std::function<void()> body) {
   reclaimFinishedLaunches();
   DeviceActivityKindScope profiledAs(spec.activity, spec.activityLabel);
   LaunchRecording recording(context.stream);
-  auto* launch = new Launch{reportingCompletion(std::move(body), races.completion()),
-                            context.stream, c10::InferenceMode::is_enabled(),
-                            spec.kernelEnvironment, recording.take()};
+  auto* launch =
+      new Launch{reportingCompletion(std::move(body), races.completion()), context.stream,
+                 c10::InferenceMode::is_enabled(), spec.kernelEnvironment, recording.take()};
   const orError_t status = orLaunchHostFunc(context.handle, &runLaunch, launch);
   if (status != orSuccess) delete launch;
   OPENREG_CHECK(status);
@@ -268,6 +268,48 @@ void runOnDevice(const LaunchSpec& spec, const std::function<void()>& body) {
   reclaimFinishedLaunches();
   warnings.reissue();
   if (failure) std::rethrow_exception(failure);
+}
+
+void copyOnStream(const LaunchSpec& spec, void* destination, const void* source, size_t bytes,
+                  orMemcpyKind kind, std::function<void()> afterCopy) {
+  const LaunchContext& context = spec.context;
+  beforeLaunch(spec);
+  const RaceCheck races(spec);
+  DeviceActivityKindScope profiledAs(spec.activity, spec.activityLabel);
+  LaunchRecording recording(context.stream);
+  auto activity = recording.takeShared();
+  // Under the profiler the copy is timed by work around it on the worker.
+  auto timing = std::make_shared<std::unique_ptr<DeviceActivityTiming>>();
+  if (activity != nullptr) {
+    OPENREG_CHECK(openreg::launchHostFunc(context.handle, [activity, timing] {
+      *timing = std::make_unique<DeviceActivityTiming>(activity);
+    }));
+  }
+  std::shared_ptr<LaunchCompletion> completion = races.completion();
+  orError_t copied = orSuccess;
+  {
+    GilReleasedIfHeld unlocked;  // a copy from or into pageable memory waits for the stream
+    copied = orMemcpyAsync(destination, source, bytes, kind, context.handle);
+  }
+  if (copied != orSuccess && completion != nullptr) completion->markFinished();  // nothing queued
+  OPENREG_CHECK(copied);
+  if (afterCopy != nullptr || completion != nullptr || activity != nullptr) {
+    OPENREG_CHECK(openreg::launchHostFunc(
+        context.handle, [afterCopy = std::move(afterCopy), completion, timing]() mutable {
+          timing->reset();
+          if (completion != nullptr) completion->markFinished();
+          if (afterCopy != nullptr) afterCopy();
+          afterCopy = nullptr;  // what it holds is released here, on the worker
+        }));
+  }
+  if (!spec.hostWaits && !launchBlocking()) return;
+  orError_t waited = orSuccess;
+  {
+    GilReleasedIfHeld unlocked;
+    waited = orStreamSynchronize(context.handle);
+  }
+  OPENREG_CHECK(waited);
+  if (spec.hostWaits && debugModeOn(kDebugRaces)) hostWaitedFor(context.stream);
 }
 
 void recordLaunchResults(const LaunchSpec& spec, c10::ArrayRef<at::Tensor> results) {
