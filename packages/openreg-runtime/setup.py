@@ -94,6 +94,7 @@ class BuildNative(build_ext):
 
 
 runtime_sources = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc/runtime").glob("*.cpp"))
+binding_sources = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc/python").glob("*.cpp"))
 
 setup(
     ext_modules=[
@@ -105,7 +106,7 @@ setup(
         ),
         Extension(
             "openreg_runtime._runtime",
-            sources=["csrc/python/module.cpp"],
+            sources=binding_sources,
             include_dirs=[HEADER_DIR, pybind11_include()],
             libraries=["openreg"],
             runtime_library_dirs=["$ORIGIN/lib"],

@@ -17,26 +17,16 @@
 #include <thread>
 #include <vector>
 
+#include "ipc_bindings.h"
 #include "openreg.h"
+#include "status.h"
 
 namespace py = pybind11;
 
 namespace {
 
-struct StatusError : std::exception {
-  orError_t code;
-  std::string message;
-  StatusError(orError_t code, std::string message) : code(code), message(std::move(message)) {}
-  const char* what() const noexcept override { return message.c_str(); }
-};
-
-void checkStatus(orError_t status) {
-  if (status == orSuccess) return;
-  std::string message = orGetLastErrorMessage();
-  orGetLastError();  // the error is reported here; do not leave it pending
-  if (message.empty()) message = orGetErrorString(status);
-  throw StatusError(status, message);
-}
+using openreg_python::checkStatus;
+using openreg_python::StatusError;
 
 void translateStatusError(std::exception_ptr pending) {
   try {
@@ -232,11 +222,16 @@ void Stream::launch(py::function function) const {
 // ---- Events ----------------------------------------------------------------
 class Event {
  public:
-  Event(bool enableTiming, std::optional<int> device) {
+  Event(bool enableTiming, std::optional<int> device, bool interprocess) {
     DeviceScope scope(device);
-    checkStatus(
-        orEventCreateWithFlags(&handle_, enableTiming ? orEventDefault : orEventDisableTiming));
+    const unsigned flags = (enableTiming ? orEventDefault : orEventDisableTiming) |
+                           (interprocess ? orEventInterprocess : 0u);
+    checkStatus(orEventCreateWithFlags(&handle_, flags));
     timing_ = enableTiming;
+  }
+  // Another process's event (orIpcOpenEventHandle).
+  static std::shared_ptr<Event> fromIpcHandle(const py::object& handle) {
+    return std::shared_ptr<Event>(new Event(openreg_python::openIpcEventHandle(handle)));
   }
   ~Event() { orEventDestroy(handle_); }
   Event(const Event&) = delete;
@@ -257,6 +252,7 @@ class Event {
   }
 
  private:
+  explicit Event(orEvent_t imported) : handle_(imported) {}
   orEvent_t handle_ = nullptr;
   bool timing_ = false;
 };
@@ -266,7 +262,7 @@ void Stream::waitEvent(const Event& event) const {
 }
 
 std::shared_ptr<Event> Stream::recordEvent(std::shared_ptr<Event> event) const {
-  if (!event) event = std::make_shared<Event>(false, device());
+  if (!event) event = std::make_shared<Event>(false, device(), false);
   checkStatus(enqueueWithoutGil([&] { return orEventRecord(event->handle(), handle_); }));
   return event;
 }
@@ -640,10 +636,17 @@ void defineStreamsAndEvents(py::module_& m) {
   py::class_<Event, std::shared_ptr<Event>>(
       m, "Event",
       "A point in a stream's work: record it, wait for it, time between two.\n\n"
-      "``Event(enable_timing=False, device=None)``; record with ``record`` or\n"
-      "``Stream.record_event``.")
-      .def(py::init<bool, std::optional<int>>(), py::arg("enable_timing") = false,
-           py::arg("device") = py::none())
+      "``Event(enable_timing=False, device=None, interprocess=False)``; record with\n"
+      "``record`` or ``Stream.record_event``. An interprocess event (which cannot time)\n"
+      "can be waited for by other processes: see ``ipc_handle``.")
+      .def(py::init<bool, std::optional<int>, bool>(), py::arg("enable_timing") = false,
+           py::arg("device") = py::none(), py::arg("interprocess") = false)
+      .def(
+          "ipc_handle", [](const Event& e) { return openreg_python::eventIpcHandle(e.handle()); },
+          "An ``IpcEventHandle`` for another process (``Event.from_ipc_handle`` there).")
+      .def_static("from_ipc_handle", &Event::fromIpcHandle, py::arg("handle"),
+                  "Another process's interprocess event: wait for it, query or synchronize it\n"
+                  "(its latest record there at the time); it cannot be recorded here.")
       .def_property_readonly(
           "handle", [](const Event& e) { return address(e.handle()); },
           "The ``orEvent_t`` as an int.")
@@ -795,4 +798,5 @@ PYBIND11_MODULE(_runtime, m) {
   defineStreamsAndEvents(m);
   defineBuffers(m);
   defineRegistry(m);
+  openreg_python::defineIpc(m);
 }

@@ -29,11 +29,18 @@ orError_t orEventCreate(orEvent_t* event) { return orEventCreateWithFlags(event,
 orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags) {
   return runApi([&] {
     checkNotNull(event, "event");
-    check((flags & ~orEventDisableTiming) == 0, orErrorInvalidValue, "event flags ", flags,
-          " contain unsupported bits (only orEventDisableTiming is supported)");
+    check((flags & ~(orEventDisableTiming | orEventInterprocess)) == 0, orErrorInvalidValue,
+          "event flags ", flags,
+          " contain unsupported bits (orEventDisableTiming and orEventInterprocess are supported)");
+    const bool interprocess = (flags & orEventInterprocess) != 0;
+    const bool timing = (flags & orEventDisableTiming) == 0;
+    check(!(interprocess && timing), orErrorInvalidValue,
+          "an interprocess event cannot time: create it with orEventInterprocess | "
+          "orEventDisableTiming, as with CUDA");
     Runtime& runtime = Runtime::instance();
     const int device = runtime.currentDevice().index();
-    auto created = std::make_shared<Event>(device, (flags & orEventDisableTiming) == 0);
+    auto created = std::make_shared<Event>(device, timing,
+                                           interprocess ? ExportedEvent::create(device) : nullptr);
     *event = static_cast<orEvent_t>(runtime.events().add(std::move(created)));
   });
 }
@@ -42,6 +49,9 @@ orError_t orEventRecord(orEvent_t event, orStream_t stream) {
   return runApi([&] {
     Runtime& runtime = Runtime::instance();
     std::shared_ptr<Event> target = runtime.events().get(event);
+    check(!target->imported(), orErrorNotPermitted,
+          "an event imported from another process (orIpcOpenEventHandle) cannot be recorded "
+          "here: record it in the process that created it");
     std::shared_ptr<Stream> on = runtime.resolveStream(stream);
     check(on->device() == target->device(), orErrorDeviceMismatch, "event of device ",
           target->device(), " cannot be recorded on a stream of device ", on->device());
@@ -51,7 +61,9 @@ orError_t orEventRecord(orEvent_t event, orStream_t stream) {
 
 orError_t orEventQuery(orEvent_t event) {
   return runApi([&] {
-    std::shared_ptr<Event::Record> record = Runtime::instance().events().get(event)->latest();
+    std::shared_ptr<Event> target = Runtime::instance().events().get(event);
+    if (target->imported()) return target->imported()->query();
+    std::shared_ptr<Event::Record> record = target->latest();
     if (!record) return;
     if (chaos::enabled()) record->stream->noteDemand(record->sequence);
     check(record->stream->isComplete(record->sequence), orErrorNotReady,
@@ -61,8 +73,11 @@ orError_t orEventQuery(orEvent_t event) {
 
 orError_t orEventSynchronize(orEvent_t event) {
   return runApi([&] {
-    std::shared_ptr<Event::Record> record = Runtime::instance().events().get(event)->latest();
+    std::shared_ptr<Event> target = Runtime::instance().events().get(event);
     refuseInsideStreamWork("orEventSynchronize");
+    if (const auto& imported = target->imported())
+      return imported->waitFor(imported->latestRecord());
+    std::shared_ptr<Event::Record> record = target->latest();
     if (!record) return;
     record->stream->waitFor(record->sequence);
     throwPendingFailure(*record->stream);

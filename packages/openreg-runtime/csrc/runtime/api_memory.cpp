@@ -3,6 +3,7 @@
 
 #include "errors.h"
 #include "fault_injection.h"
+#include "ipc_export.h"
 #include "pending_release.h"
 #include "pointer_info.h"
 #include "runtime.h"
@@ -17,6 +18,7 @@ namespace {
 void* allocateOn(Device& device, size_t size) {
   PendingReleases& pending = pendingReleases();
   pending.releaseCompleted();
+  releaseUnleasedFrees();
   try {
     return device.memory().allocate(size);
   } catch (const ApiError& error) {
@@ -58,8 +60,9 @@ orError_t orFree(void* devPtr) {
           " is not OpenReg device memory (pinned host memory is freed with orFreeHost)");
     DeviceMemory& memory = device->memory();
     const DeviceMemory::Range range = memory.retire(devPtr);
+    // Memory another process still maps (a lease, ipc_export.h) is held back.
     pendingReleases().releaseAfter(runtime.unfinishedWork(), device->index(),
-                                   [&memory, range] { memory.reclaim(range); });
+                                   [&memory, range] { releaseUnlessLeased(memory, range); });
   });
 }
 
@@ -88,6 +91,7 @@ orError_t orMemGetInfo(size_t* free, size_t* total) {
     checkNotNull(total, "total");
     DeviceMemory& memory = Runtime::instance().currentDevice().memory();
     pendingReleases().releaseCompleted();  // report memory whose frees are done as free
+    releaseUnleasedFrees();
     *total = memory.capacity();
     *free = memory.capacity() - memory.bytesInUse();
   });

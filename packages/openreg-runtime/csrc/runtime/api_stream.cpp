@@ -85,7 +85,16 @@ orError_t orStreamWaitEvent(orStream_t stream, orEvent_t event, unsigned int fla
     check(flags == 0, orErrorInvalidValue, "orStreamWaitEvent flags must be 0, got ", flags);
     Runtime& runtime = Runtime::instance();
     std::shared_ptr<Stream> waiter = runtime.resolveStream(stream);
-    std::shared_ptr<Event::Record> record = runtime.events().get(event)->latest();
+    std::shared_ptr<Event> target = runtime.events().get(event);
+    if (const auto& imported = target->imported()) {
+      // Another process's record: the waiting work blocks this stream until
+      // it completes there, or fails if that process exits first.
+      const uint64_t latest = imported->latestRecord();
+      if (imported->hasCompleted(latest)) return;
+      waiter->enqueue([imported, latest] { imported->waitFor(latest); });
+      return;
+    }
+    std::shared_ptr<Event::Record> record = target->latest();
     if (!record) return;  // never recorded: nothing to wait for, as in CUDA
     waiter->enqueue([record] { record->stream->waitFor(record->sequence); });
   });

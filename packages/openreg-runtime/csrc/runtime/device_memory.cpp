@@ -17,13 +17,22 @@
 namespace openreg::runtime {
 namespace {
 
-void* mapView(int fileDescriptor, size_t length, int protection, int device) {
-  void* view = mmap(nullptr, length, protection, MAP_SHARED | MAP_NORESERVE, fileDescriptor, 0);
+// A view: `span` bytes of address space reserved (inaccessible), the device's
+// memory mapped over its first `capacity` bytes; the rest is the import window.
+uintptr_t mapView(int fileDescriptor, size_t capacity, size_t span, int protection, int device) {
+  void* reserved =
+      mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* view = reserved == MAP_FAILED
+                   ? MAP_FAILED
+                   : mmap(reserved, capacity, protection, MAP_SHARED | MAP_NORESERVE | MAP_FIXED,
+                          fileDescriptor, 0);
   if (view == MAP_FAILED) {
-    fail(orErrorInitialization, "cannot map ", length, " bytes for OpenReg device ", device, ": ",
-         std::strerror(errno), " (lower OPENREG_DEVICE_MEMORY)");
+    const int error = errno;
+    if (reserved != MAP_FAILED) munmap(reserved, span);
+    fail(orErrorInitialization, "cannot map ", span, " bytes for OpenReg device ", device, ": ",
+         std::strerror(error), " (lower OPENREG_DEVICE_MEMORY)");
   }
-  return view;
+  return reinterpret_cast<uintptr_t>(view);
 }
 
 }  // namespace
@@ -41,15 +50,16 @@ DeviceMemory::DeviceMemory(int device, size_t capacity) : device_(device), capac
     fail(orErrorInitialization, "cannot size device ", device, " memory to ", capacity,
          " bytes: ", std::strerror(error), " (lower OPENREG_DEVICE_MEMORY)");
   }
-  deviceBase_ = reinterpret_cast<uintptr_t>(mapView(fileDescriptor_, capacity, PROT_NONE, device));
-  kernelBase_ = reinterpret_cast<uintptr_t>(
-      mapView(fileDescriptor_, capacity, PROT_READ | PROT_WRITE, device));
-  insertFreeRange(0, capacity);
+  deviceBase_ = mapView(fileDescriptor_, capacity, span(), PROT_NONE, device);
+  kernelBase_ = mapView(fileDescriptor_, capacity, span(), PROT_READ | PROT_WRITE, device);
+  free_.give(0, capacity);
+  imports_.emplace(device, deviceBase_ + capacity, kernelBase_ + capacity, capacity);
 }
 
 DeviceMemory::~DeviceMemory() {
-  munmap(reinterpret_cast<void*>(deviceBase_), capacity_);
-  munmap(reinterpret_cast<void*>(kernelBase_), capacity_);
+  imports_.reset();
+  munmap(reinterpret_cast<void*>(deviceBase_), span());
+  munmap(reinterpret_cast<void*>(kernelBase_), span());
   close(fileDescriptor_);
 }
 
@@ -62,23 +72,23 @@ void* DeviceMemory::allocate(size_t bytes) {
          bytes, " bytes with ", bytesInUse_, " of ", capacity_,
          " bytes in use; free device memory or raise OPENREG_DEVICE_MEMORY");
   }
-  auto best = freeByLength_.lower_bound({length, 0});
-  if (best == freeByLength_.end()) {
+  const std::optional<size_t> offset = free_.take(length);
+  if (!offset) {
     fail(orErrorOutOfMemory, "out of memory on OpenReg device ", device_, ": no contiguous ",
          length, " bytes free (", capacity_ - bytesInUse_,
          " bytes free in total, fragmented); free device memory or raise OPENREG_DEVICE_MEMORY");
   }
-  const auto [freeLength, offset] = *best;
-  takeFreeRange(offset, freeLength);
-  if (freeLength > length) insertFreeRange(offset + length, freeLength - length);
-  liveByOffset_.emplace(offset, length);
+  liveByOffset_.emplace(*offset, length);
   bytesInUse_ += length;
   publishLocked();
-  return reinterpret_cast<void*>(deviceBase_ + offset);
+  return reinterpret_cast<void*>(deviceBase_ + *offset);
 }
 
 DeviceMemory::Range DeviceMemory::retire(void* pointer) {
   const auto address = reinterpret_cast<uintptr_t>(pointer);
+  check(!inImportWindow(pointer), orErrorInvalidDevicePointer, "orFree: ", pointer,
+        " is memory imported from another process (orIpcOpenMemHandle); release it with "
+        "orIpcCloseMemHandle");
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t offset = address - deviceBase_;
   auto live = liveByOffset_.find(offset);
@@ -102,7 +112,7 @@ void DeviceMemory::reclaim(Range range) {
   std::lock_guard<std::mutex> lock(mutex_);
   bytesInUse_ -= range.length;
   publishLocked();
-  insertFreeRange(range.offset, range.length);
+  free_.give(range.offset, range.length);
 }
 
 void DeviceMemory::publishBytesInUseTo(std::atomic<uint64_t>* counter) {
@@ -126,12 +136,15 @@ void DeviceMemory::returnPagesToSystem(size_t offset, size_t length) {
 
 std::optional<Allocation> DeviceMemory::find(const void* pointer) const {
   if (!containsDeviceAddress(pointer)) return std::nullopt;
+  if (inImportWindow(pointer)) return imports_->find(pointer);
   std::lock_guard<std::mutex> lock(mutex_);
   return findLocked(reinterpret_cast<uintptr_t>(pointer));
 }
 
 std::optional<Allocation> DeviceMemory::tryFind(const void* pointer) const noexcept {
-  if (!containsDeviceAddress(pointer) || !mutex_.try_lock()) return std::nullopt;
+  if (!containsDeviceAddress(pointer)) return std::nullopt;
+  if (inImportWindow(pointer)) return imports_->tryFind(pointer);
+  if (!mutex_.try_lock()) return std::nullopt;
   std::optional<Allocation> found = findLocked(reinterpret_cast<uintptr_t>(pointer));
   mutex_.unlock();
   return found;
@@ -149,31 +162,6 @@ std::optional<Allocation> DeviceMemory::findLocked(uintptr_t address) const {
 size_t DeviceMemory::bytesInUse() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return bytesInUse_;
-}
-
-void DeviceMemory::insertFreeRange(size_t offset, size_t length) {
-  // Coalesce with the free neighbours on both sides.
-  auto next = freeByOffset_.lower_bound(offset);
-  if (next != freeByOffset_.end() && offset + length == next->first) {
-    length += next->second;
-    takeFreeRange(next->first, next->second);
-  }
-  auto following = freeByOffset_.lower_bound(offset);
-  if (following != freeByOffset_.begin()) {
-    auto previous = std::prev(following);
-    if (previous->first + previous->second == offset) {
-      offset = previous->first;
-      length += previous->second;
-      takeFreeRange(previous->first, previous->second);
-    }
-  }
-  freeByOffset_.emplace(offset, length);
-  freeByLength_.emplace(length, offset);
-}
-
-void DeviceMemory::takeFreeRange(size_t offset, size_t length) {
-  freeByOffset_.erase(offset);
-  freeByLength_.erase({length, offset});
 }
 
 }  // namespace openreg::runtime

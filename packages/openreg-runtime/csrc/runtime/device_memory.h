@@ -7,6 +7,11 @@
 // is therefore never toggled, so kernels pay no system call per operation.
 // Address ranges are sub-allocated page-granular with best fit; freeing punches
 // a hole in the file so the pages go back to the OS.
+//
+// Each view reserves twice the capacity: the device's own memory, then an
+// equally long window where memory imported from other processes is mapped
+// (ipc_import.h). Both views keep the same constant offset over the whole
+// span, so translating an imported pointer is the same addition.
 #pragma once
 
 #include <atomic>
@@ -15,16 +20,12 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
-#include <utility>
+
+#include "allocation.h"
+#include "free_ranges.h"
+#include "ipc_import.h"
 
 namespace openreg::runtime {
-
-struct Allocation {
-  int device;
-  uintptr_t base;  // device-view address
-  size_t size;     // bytes reserved (page multiple)
-};
 
 class DeviceMemory {
  public:
@@ -50,18 +51,24 @@ class DeviceMemory {
   Range retire(void* pointer);
   void reclaim(Range range);
 
-  // The live allocation containing `pointer` (interior pointers included).
+  // The live allocation containing `pointer` (interior pointers included),
+  // imported memory included.
   std::optional<Allocation> find(const void* pointer) const;
   // As find(), but never blocks: for the SIGSEGV handler.
   std::optional<Allocation> tryFind(const void* pointer) const noexcept;
 
+  // In the device's address span: its own memory or the import window.
   bool containsDeviceAddress(const void* pointer) const noexcept {
     auto address = reinterpret_cast<uintptr_t>(pointer);
-    return address >= deviceBase_ && address < deviceBase_ + capacity_;
+    return address >= deviceBase_ && address - deviceBase_ < span();
   }
   bool containsKernelAddress(const void* pointer) const noexcept {
     auto address = reinterpret_cast<uintptr_t>(pointer);
-    return address >= kernelBase_ && address < kernelBase_ + capacity_;
+    return address >= kernelBase_ && address - kernelBase_ < span();
+  }
+  bool inImportWindow(const void* pointer) const noexcept {
+    auto address = reinterpret_cast<uintptr_t>(pointer);
+    return address >= deviceBase_ + capacity_ && address - deviceBase_ < span();
   }
   void* toKernel(const void* devicePointer) const noexcept {
     return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(devicePointer) - deviceBase_ +
@@ -75,7 +82,12 @@ class DeviceMemory {
   void* deviceBase() const noexcept { return reinterpret_cast<void*>(deviceBase_); }
   void* kernelBase() const noexcept { return reinterpret_cast<void*>(kernelBase_); }
   size_t capacity() const noexcept { return capacity_; }
+  // Bytes of each view: the capacity, then the import window.
+  size_t span() const noexcept { return 2 * capacity_; }
   size_t bytesInUse() const;
+  // The memfd of the device's own memory (for exporting ranges of it).
+  int fileDescriptor() const noexcept { return fileDescriptor_; }
+  ImportedMemory& imports() noexcept { return *imports_; }
   int device() const noexcept { return device_; }
   // Keeps `counter` (the process registry's, see device_registry.h) equal to
   // bytesInUse() from now on; nullptr stops publishing.
@@ -83,8 +95,6 @@ class DeviceMemory {
 
  private:
   std::optional<Allocation> findLocked(uintptr_t address) const;
-  void insertFreeRange(size_t offset, size_t length);
-  void takeFreeRange(size_t offset, size_t length);
   void returnPagesToSystem(size_t offset, size_t length);
   void publishLocked();
 
@@ -97,9 +107,10 @@ class DeviceMemory {
   mutable std::mutex mutex_;
   size_t bytesInUse_ = 0;
   std::atomic<uint64_t>* publishedBytesInUse_ = nullptr;  // written under mutex_
-  std::map<size_t, size_t> liveByOffset_;               // offset -> length
-  std::map<size_t, size_t> freeByOffset_;               // offset -> length
-  std::set<std::pair<size_t, size_t>> freeByLength_;    // (length, offset)
+  std::map<size_t, size_t> liveByOffset_;  // offset -> length
+  FreeRanges free_;
+  // Created after both views are mapped (it maps into their second halves).
+  std::optional<ImportedMemory> imports_;
 };
 
 }  // namespace openreg::runtime

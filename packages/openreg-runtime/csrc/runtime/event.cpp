@@ -10,10 +10,12 @@ void Event::record(const std::shared_ptr<Stream>& stream) {
   // The marker holds the record weakly: an event destroyed while its marker
   // is queued must not keep the stream alive through a reference cycle.
   std::weak_ptr<Record> weakRecord = record;
-  record->sequence = stream->enqueue([weakRecord, stampTime] {
+  auto marker = [weakRecord, stampTime] {
     if (!stampTime) return;
     if (auto alive = weakRecord.lock()) alive->reachedAt = std::chrono::steady_clock::now();
-  });
+  };
+  record->sequence =
+      exported_ ? exported_->record(stream, std::move(marker)) : stream->enqueue(std::move(marker));
   std::lock_guard<std::mutex> lock(mutex_);
   latest_ = std::move(record);
 }

@@ -66,10 +66,15 @@ void describeDeviceAccess(const void* address, Device& device) {
       .text(" (device ")
       .decimal(static_cast<uint64_t>(device.index()));
   if (auto allocation = device.memory().tryFind(address)) {
-    line.text(", inside a ")
-        .decimal(allocation->size)
-        .text("-byte allocation at ")
-        .hex(allocation->base)
+    line.text(", inside a ").decimal(allocation->size);
+    if (allocation->exporterPid != 0) {
+      line.text("-byte import from process ")
+          .decimal(static_cast<uint64_t>(allocation->exporterPid))
+          .text(" at ");
+    } else {
+      line.text("-byte allocation at ");
+    }
+    line.hex(allocation->base)
         .text(" + ")
         .decimal(reinterpret_cast<uintptr_t>(address) - allocation->base);
   } else {

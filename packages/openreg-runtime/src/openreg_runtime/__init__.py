@@ -2,8 +2,11 @@
 
 The device model in brief: devices (``OPENREG_DEVICE_COUNT``) with their own
 memory that host code cannot touch (``DeviceBuffer``), pinned host memory
-(``HostBuffer``), asynchronous FIFO ``Stream``s and ``Event``s. Errors raise
-subclasses of :class:`~openreg_runtime.errors.OpenRegError`.
+(``HostBuffer``), asynchronous FIFO ``Stream``s and ``Event``s. Device memory
+and events can be shared with other processes without copying
+(``ipc_get_mem_handle``, ``Event(interprocess=True)``; the handles travel
+through ``multiprocessing``). Errors raise subclasses of
+:class:`~openreg_runtime.errors.OpenRegError`.
 
 For native code: :func:`get_include`, :func:`get_library_dir`,
 :func:`library_path`, and :func:`load_library` (call it before importing an
@@ -24,6 +27,8 @@ from ._runtime import (  # noqa: E402  (the library must be loaded first)
     DeviceBuffer,
     Event,
     HostBuffer,
+    IpcEventHandle,
+    IpcMemHandle,
     MemcpyKind,
     MemoryType,
     PointerAttributes,
@@ -34,6 +39,10 @@ from ._runtime import (  # noqa: E402  (the library must be loaded first)
     device_total_memory,
     free,
     free_host,
+    ipc_close_mem_handle,
+    ipc_get_mem_handle,
+    ipc_mem_query,
+    ipc_open_mem_handle,
     malloc,
     malloc_host,
     mem_get_info,
@@ -62,8 +71,11 @@ from .errors import (  # noqa: E402
     OpenRegError,
     OutOfMemoryError,
 )
+from .ipc import register_reducers  # noqa: E402
 
 __version__ = "0.1.0"
+
+register_reducers()
 
 
 @contextmanager
@@ -106,6 +118,8 @@ __all__ = [
     "InvalidHostPointerError",
     "InvalidMemcpyDirectionError",
     "InvalidValueError",
+    "IpcEventHandle",
+    "IpcMemHandle",
     "LaunchFailureError",
     "MemcpyKind",
     "MemoryType",
@@ -124,6 +138,10 @@ __all__ = [
     "free_host",
     "get_include",
     "get_library_dir",
+    "ipc_close_mem_handle",
+    "ipc_get_mem_handle",
+    "ipc_mem_query",
+    "ipc_open_mem_handle",
     "library_path",
     "load_library",
     "malloc",

@@ -13,6 +13,8 @@ __all__: list[str] = [
     "DeviceBuffer",
     "Event",
     "HostBuffer",
+    "IpcEventHandle",
+    "IpcMemHandle",
     "MemcpyKind",
     "MemoryType",
     "PointerAttributes",
@@ -23,6 +25,10 @@ __all__: list[str] = [
     "device_total_memory",
     "free",
     "free_host",
+    "ipc_close_mem_handle",
+    "ipc_get_mem_handle",
+    "ipc_mem_query",
+    "ipc_open_mem_handle",
     "malloc",
     "malloc_host",
     "mem_get_info",
@@ -202,17 +208,29 @@ class Event:
     """
     A point in a stream's work: record it, wait for it, time between two.
 
-    ``Event(enable_timing=False, device=None)``; record with ``record`` or
-    ``Stream.record_event``.
+    ``Event(enable_timing=False, device=None, interprocess=False)``; record with
+    ``record`` or ``Stream.record_event``. An interprocess event (which cannot time)
+    can be waited for by other processes: see ``ipc_handle``.
     """
     def __init__(
         self,
         enable_timing: bool = False,
         device: typing.SupportsInt | typing.SupportsIndex | None = None,
+        interprocess: bool = False,
     ) -> None: ...
     def elapsed_time(self, end: Event) -> float:
         """
         Milliseconds from this event's record to ``end``'s (both timing events, completed).
+        """
+    @staticmethod
+    def from_ipc_handle(handle: IpcEventHandle) -> Event:
+        """
+        Another process's interprocess event: wait for it, query or synchronize it
+        (its latest record there at the time); it cannot be recorded here.
+        """
+    def ipc_handle(self) -> IpcEventHandle:
+        """
+        An ``IpcEventHandle`` for another process (``Event.from_ipc_handle`` there).
         """
     def query(self) -> bool:
         """
@@ -235,6 +253,124 @@ class Event:
     def handle(self) -> int:
         """
         The ``orEvent_t`` as an int.
+        """
+
+class IpcMemHandle:
+    """
+    A range of device memory shared with other processes (``ipc_get_mem_handle``).
+
+    It owns a file descriptor that holds a lease on the range: the exporting process
+    keeps the memory while the handle, a copy of it sent to another process, or an import
+    of it exists. ``close`` it (or use it as a context manager) once it was sent. Sent
+    through ``multiprocessing`` (after ``import openreg_runtime``) the descriptor travels
+    with it.
+    """
+    def __enter__(self) -> IpcMemHandle: ...
+    def __exit__(self, *args: object) -> None: ...
+    def __init__(
+        self,
+        fd: typing.SupportsInt | typing.SupportsIndex,
+        device: typing.SupportsInt | typing.SupportsIndex,
+        memory_id: typing.SupportsInt | typing.SupportsIndex,
+        offset: typing.SupportsInt | typing.SupportsIndex,
+        size: typing.SupportsInt | typing.SupportsIndex,
+        exporter_pid: typing.SupportsInt | typing.SupportsIndex,
+    ) -> None:
+        """
+        A handle around a received descriptor, which it then owns.
+        """
+    def close(self) -> None:
+        """
+        Close the descriptor (and drop its lease).
+        """
+    @property
+    def closed(self) -> bool:
+        """
+        True after ``close``.
+        """
+    @property
+    def device(self) -> int:
+        """
+        Device index; imports map into this process's same index.
+        """
+    @property
+    def exporter_pid(self) -> int:
+        """
+        The process whose device allocated the memory.
+        """
+    @property
+    def fd(self) -> int:
+        """
+        The descriptor (raises once closed).
+        """
+    @property
+    def memory_id(self) -> int:
+        """
+        Identifies the exporter's memory file (with offset and size: the bytes).
+        """
+    @property
+    def offset(self) -> int:
+        """
+        First byte of the range in that file.
+        """
+    @property
+    def size(self) -> int:
+        """
+        Bytes in the range.
+        """
+
+class IpcEventHandle:
+    """
+    An interprocess event shared with other processes (``Event.ipc_handle``).
+
+    It owns a file descriptor; ``close`` it once it was sent.
+    """
+    def __enter__(self) -> IpcEventHandle: ...
+    def __exit__(self, *args: object) -> None: ...
+    def __init__(
+        self,
+        fd: typing.SupportsInt | typing.SupportsIndex,
+        device: typing.SupportsInt | typing.SupportsIndex,
+        slot: typing.SupportsInt | typing.SupportsIndex,
+        epoch: typing.SupportsInt | typing.SupportsIndex,
+        exporter_pid: typing.SupportsInt | typing.SupportsIndex,
+    ) -> None:
+        """
+        A handle around a received descriptor, which it then owns.
+        """
+    def close(self) -> None:
+        """
+        Close the descriptor.
+        """
+    @property
+    def closed(self) -> bool:
+        """
+        True after ``close``.
+        """
+    @property
+    def device(self) -> int:
+        """
+        The event's device.
+        """
+    @property
+    def epoch(self) -> int:
+        """
+        Which event occupies the slot.
+        """
+    @property
+    def exporter_pid(self) -> int:
+        """
+        The process that created the event.
+        """
+    @property
+    def fd(self) -> int:
+        """
+        The descriptor (raises once closed).
+        """
+    @property
+    def slot(self) -> int:
+        """
+        Where the event's state lies in the exporter's event file.
         """
 
 class HostBuffer:
@@ -357,6 +493,36 @@ def free(ptr: typing.SupportsInt | typing.SupportsIndex) -> None:
 def free_host(ptr: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
     Free pinned host memory from ``malloc_host`` (stream-ordered, like ``free``).
+    """
+
+def ipc_close_mem_handle(ptr: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    End one open of an imported address; the last one unmaps it once the work queued
+    before the call has completed.
+    """
+
+def ipc_get_mem_handle(
+    ptr: typing.SupportsInt | typing.SupportsIndex,
+    size: typing.SupportsInt | typing.SupportsIndex | None = None,
+) -> IpcMemHandle:
+    """
+    An IpcMemHandle for the allocation starting at ``ptr`` (orIpcGetMemHandle), or for
+    ``size`` bytes from ``ptr`` inside one allocation (orIpcGetMemRangeHandle).
+    """
+
+def ipc_mem_query(
+    ptr: typing.SupportsInt | typing.SupportsIndex,
+    size: typing.SupportsInt | typing.SupportsIndex = 0,
+) -> bool:
+    """
+    True when no other process (and no handle not yet closed) holds any part of
+    ``size`` bytes from ``ptr`` (0: the whole allocation).
+    """
+
+def ipc_open_mem_handle(handle: IpcMemHandle) -> int:
+    """
+    Map another process's memory; returns its device address here. Opening a range
+    already open returns the same address; close each open with ``ipc_close_mem_handle``.
     """
 
 def malloc(

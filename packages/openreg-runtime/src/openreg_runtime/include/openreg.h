@@ -118,6 +118,7 @@ typedef struct orEvent* orEvent_t;   /* opaque */
 #define orStreamNonBlocking 0x1u
 #define orEventDefault 0x0u
 #define orEventDisableTiming 0x2u
+#define orEventInterprocess 0x4u /* shareable with other processes (orIpcGetEventHandle) */
 
 /* ---- Errors ------------------------------------------------------------- */
 OR_API const char* orGetErrorName(orError_t error);
@@ -185,7 +186,9 @@ OR_API orError_t orGetDevicePointer(void** devPtr, const void* kernelPtr);
 
 /* Where a device's memory lives: device addresses are [deviceBase,
  * deviceBase + size) and kernel-view addresses [kernelBase, kernelBase +
- * size); orGetKernelPointer adds kernelBase - deviceBase. Both ranges are
+ * size); orGetKernelPointer adds kernelBase - deviceBase. size is twice the
+ * capacity: the device's own memory, then the window where memory imported
+ * from other processes is mapped (orIpcOpenMemHandle). Both ranges are
  * fixed for the life of the process, so a caller on a hot path may cache them
  * to translate pointers without a call, or to tell a kernel-view address from
  * host memory without a failing call. Activates the device. */
@@ -238,6 +241,8 @@ OR_API orError_t orSetKernelError(const char* message);
 
 /* ---- Events ------------------------------------------------------------- */
 OR_API orError_t orEventCreate(orEvent_t* event);
+/* flags: orEventDefault, orEventDisableTiming, and orEventInterprocess, which
+ * (as in CUDA) needs orEventDisableTiming too. */
 OR_API orError_t orEventCreateWithFlags(orEvent_t* event, unsigned int flags);
 /* Records on `stream`; the stream must belong to the event's device (the
  * device current when the event was created). */
@@ -249,6 +254,102 @@ OR_API orError_t orEventSynchronize(orEvent_t event);
 /* Milliseconds between two completed records of timing-enabled events. */
 OR_API orError_t orEventElapsedTime(float* ms, orEvent_t start, orEvent_t end);
 OR_API orError_t orEventDestroy(orEvent_t event);
+
+/* ---- Interprocess communication (IPC) ------------------------------------ */
+/* Device memory and events can be shared with other processes of the same
+ * user, as with CUDA's IPC API, without copying: the importing process maps
+ * the exporter's device memory into the import window of its own device with
+ * the same index, and treats it as device memory of that device (pointer
+ * attributes, copies, kernels through orGetKernelPointer, the host-access
+ * diagnostic). Each process still runs its own simulated device: what is
+ * shared is the memory, and order across processes comes only from
+ * interprocess events.
+ *
+ * Handles carry a file descriptor, valid in the process that holds it. To
+ * hand a handle to another process, send the descriptor over a Unix-domain
+ * socket (SCM_RIGHTS; from Python, multiprocessing.reduction.send_handle or
+ * DupFd) and the other fields as bytes, then store the received descriptor's
+ * number in `fd`. orIpcGet*Handle give the caller a new descriptor, which the
+ * caller closes (close(2)) once it was sent or is not needed;
+ * orIpcOpen*Handle do not take ownership of handle.fd (the import keeps what
+ * it needs; close yours afterwards). The descriptors are close-on-exec.
+ *
+ * Lifetime of shared memory: a memory handle holds a lease on its range for
+ * as long as its descriptor, any copy of it (in flight through a socket, or
+ * received by another process) or an import opened from it exists; the
+ * kernel drops the lease when the last of them goes, also when the process
+ * holding it is killed. While a lease remains the exporter's orFree still
+ * ends the allocation for the API, but its memory is not reused or returned
+ * to the system until every lease is gone (checked at orMalloc and
+ * orMemGetInfo): importers never see their bytes change owner. An exporter
+ * that exits leaves imported memory valid in the importers until they close
+ * it. orIpcMemQuery tells whether leases on a range remain, for an allocator
+ * that must not reuse a block it sent until its receivers let go.
+ *
+ * Lifetime of shared events: an imported event stays usable after the
+ * exporter destroys its event (then every record of it has completed). If
+ * the exporter exits before a record that an importer waits for completed,
+ * the wait fails (orErrorLaunchFailure naming the process) instead of
+ * waiting forever.
+ */
+typedef struct orIpcMemHandle_st {
+  int fd;                      /* descriptor of the exporting device's memory file */
+  int device;                  /* device index; imports map into this process's same index */
+  unsigned long long memoryId; /* identifies the memory file: equal memoryId, offset and
+                                  size name the same bytes, whichever process exported them */
+  unsigned long long offset;   /* first byte of the range in that file */
+  unsigned long long size;     /* bytes in the range */
+  int exporterPid;             /* the process whose device allocated the memory */
+  int reserved0;
+  unsigned long long reserved[3];
+} orIpcMemHandle_t;
+
+typedef struct orIpcEventHandle_st {
+  int fd;                   /* descriptor of the exporting process's event file */
+  int device;               /* the event's device */
+  unsigned long long slot;  /* where the event's state lies in that file */
+  unsigned long long epoch; /* which event occupies the slot */
+  int exporterPid;          /* the process that created the event */
+  int reserved0;
+  unsigned long long reserved[4];
+} orIpcEventHandle_t;
+
+/* Accepted by orIpcOpenMemHandle for CUDA compatibility; no effect. */
+#define orIpcMemLazyEnablePeerAccess 0x1u
+
+/* A handle for the whole allocation that starts at devPtr: memory from
+ * orMalloc, or memory imported with orIpcOpenMemHandle (re-exporting it). */
+OR_API orError_t orIpcGetMemHandle(orIpcMemHandle_t* handle, void* devPtr);
+/* A handle for [devPtr, devPtr + size), which must lie inside one live
+ * allocation (or import): what a caching allocator sends for one block of a
+ * larger allocation. The lease covers exactly this range. */
+OR_API orError_t orIpcGetMemRangeHandle(orIpcMemHandle_t* handle, void* devPtr, size_t size);
+/* Maps the handle's range into this process and returns its device pointer
+ * in *devPtr. Opening a range that is already open returns the same pointer
+ * (each open is closed once). flags: 0 or orIpcMemLazyEnablePeerAccess.
+ * orErrorInvalidValue when handle.fd is not a descriptor of exported OpenReg
+ * device memory or the range lies outside it; orErrorInvalidDevice when this
+ * process has no device with the handle's index; orErrorOutOfMemory when the
+ * import window of that device is full. */
+OR_API orError_t orIpcOpenMemHandle(void** devPtr, orIpcMemHandle_t handle, unsigned int flags);
+/* Ends one open of devPtr (a pointer orIpcOpenMemHandle returned). At the
+ * last one the pointer is invalid at once and the mapping goes, with its
+ * lease, once the work queued before the call has completed (stream-ordered,
+ * like orFree). */
+OR_API orError_t orIpcCloseMemHandle(void* devPtr);
+/* orSuccess when no lease held by anyone else remains on any byte of
+ * [devPtr, devPtr + size) (size 0: the whole allocation containing devPtr),
+ * orErrorNotReady while one does. Works on exported memory and on imports. */
+OR_API orError_t orIpcMemQuery(const void* devPtr, size_t size);
+/* A handle for an event created with orEventInterprocess | orEventDisableTiming
+ * (orErrorInvalidResourceHandle otherwise, as in CUDA), or for an imported one. */
+OR_API orError_t orIpcGetEventHandle(orIpcEventHandle_t* handle, orEvent_t event);
+/* Opens another process's event as a new event handle (destroy it with
+ * orEventDestroy). It can be waited for (orStreamWaitEvent, which waits for
+ * the exporter's latest record at the time of the call), synchronized and
+ * queried, but not recorded (orErrorNotPermitted): record it in the process
+ * that created it. */
+OR_API orError_t orIpcOpenEventHandle(orEvent_t* event, orIpcEventHandle_t handle);
 
 /* Capacity of `device` in bytes (what orMemGetInfo reports as total), without
  * activating it: for tools that must not become users of the device. */
