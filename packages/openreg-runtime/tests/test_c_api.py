@@ -91,7 +91,7 @@ int main(void) {
   CHECK(orGetKernelPointer(&kernel, (char*)device + 8));
   const char* device_base = (const char*)range.deviceBase;
   if ((const char*)device < device_base || (const char*)device >= device_base + range.size ||
-      range.size != total ||
+      range.size != 2 * total ||
       (char*)kernel - ((char*)device + 8) != (char*)range.kernelBase - (char*)range.deviceBase) {
     fprintf(stderr, "the address range does not match the pointer translation\n");
     return 1;

@@ -138,7 +138,7 @@ orError_t orDeviceGetAddressRange(orDeviceAddressRange* range, int device) {
     const DeviceMemory& memory = Runtime::instance().device(device).memory();
     range->deviceBase = memory.deviceBase();
     range->kernelBase = memory.kernelBase();
-    range->size = memory.capacity();
+    range->size = memory.span();  // its own memory, then the import window
   });
 }
 
