@@ -4,9 +4,10 @@
   refuses); like ``torch.cuda``, ``torch.openreg.init()`` and torch's lazy
   initialisation on the first device call raise "Cannot re-initialize openreg in
   forked subprocess ... 'spawn' start method" (``torch_openreg/openreg/_fork.py``).
-* Sending an openreg tensor or storage to another process is refused at the
-  sender with an error naming openreg and the way out
-  (``torch_openreg/_multiprocessing.py``).
+* Such a child can neither receive openreg tensors (the rebuild raises in its
+  ``get()``, naming spawn and forkserver) nor send its parent's
+  (``torch_openreg/_multiprocessing.py``); sharing with spawned processes is
+  tested in ``test_ipc.py``.
 
 Every scenario runs in a fresh interpreter (forking the test process, with its
 stream worker threads, would test pytest rather than openreg), and every wait
@@ -144,102 +145,56 @@ def test_multiprocessing_start_methods(run_python, tmp_path, method: str) -> Non
     assert first == (BAD_FORK if method == "fork" else "no error")
 
 
-# ---- Sending tensors ---------------------------------------------------------------
+# ---- Sending tensors and forked processes ------------------------------------------------
+# Sharing itself (spawn, forkserver) is tested in test_ipc.py; here what fork cannot do.
 
-REFUSED = (
-    "Cannot send an openreg {kind} to another process: openreg device memory cannot be shared "
-    "between processes. Send a CPU copy instead ({kind}.cpu()) and move it to the device in the "
-    "receiving process (.to('openreg'))."
-)
-
-
-@pytest.mark.parametrize(
-    "make, kind",
-    [
-        (lambda torch: torch.ones(3, device="openreg"), "tensor"),
-        (lambda torch: torch.nn.Parameter(torch.ones(3, device="openreg")), "tensor"),
-        (lambda torch: torch.ones(3, device="openreg")[1:], "tensor"),
-        (lambda torch: torch.ones(3, device="openreg").untyped_storage(), "storage"),
-    ],
-    ids=["tensor", "parameter", "view", "untyped-storage"],
-)
-def test_pickling_for_another_process_is_refused(make, kind: str) -> None:
-    from multiprocessing.reduction import ForkingPickler
-
-    import torch
-
-    with pytest.raises(RuntimeError) as raised:
-        ForkingPickler.dumps(make(torch))
-    assert str(raised.value) == REFUSED.format(kind=kind)
-
-
-def test_cpu_tensors_are_still_shared_by_torch() -> None:
-    import pickle
-    from multiprocessing.reduction import ForkingPickler
-
-    import torch
-
-    restored = pickle.loads(ForkingPickler.dumps(torch.arange(4.0)))
-    torch.testing.assert_close(restored, torch.arange(4.0))
-
-
-SEND_OVER_PIPE = """
+FORKED_RECEIVER = """
 import multiprocessing as mp, torch, torch_openreg
 
-def receiver(connection):
-    # A deadline on every wait: a lost message fails the test, it does not hang it.
-    if not connection.poll(120):
-        print("receiver: nothing arrived", flush=True)
-        return
-    received = connection.recv()
-    print("receiver got", received.device, received.to("openreg").sum().item(), flush=True)
-
-if __name__ == "__main__":
-    tensor = torch.arange(4.0, device="openreg")
-    parent, child = mp.Pipe()
-    process = mp.get_context("spawn").Process(target=receiver, args=(child,))
-    process.start()
+def receiver(queue, report):
     try:
-        parent.send(tensor)
+        received = queue.get(timeout=120)
     except RuntimeError as error:
-        print("sender raised:", error, flush=True)
-    parent.send(tensor.cpu())
-    process.join(timeout=120)
-    print("exit", process.exitcode, flush=True)
-"""
-
-SEND_OVER_QUEUE = """
-import multiprocessing as mp, torch, torch_openreg
-
-def receiver(queue):
-    print("receiver got", queue.get(timeout=120), flush=True)
+        report.send("receiver raised: " + str(error))
+    else:
+        report.send("receiver got " + str(received))
 
 if __name__ == "__main__":
-    queue = mp.get_context("spawn").Queue()
-    process = mp.get_context("spawn").Process(target=receiver, args=(queue,))
+    torch.ones(1, device="openreg").sum().item()
+    context = mp.get_context("fork")
+    queue = context.Queue()
+    here, there = context.Pipe()
+    process = context.Process(target=receiver, args=(queue, there))
     process.start()
-    queue.put(torch.ones(2, device="openreg"))  # pickled (and refused) in the feeder thread
-    queue.put("the next message")
+    queue.put(torch.arange(3.0, device="openreg"))
+    print(here.recv() if here.poll(120) else "nothing reported", flush=True)
     process.join(timeout=120)
     print("exit", process.exitcode, flush=True)
 """
 
 
-def test_sending_over_a_pipe_raises_at_the_sender(run_python, tmp_path) -> None:
-    script = tmp_path / "pipe.py"
-    script.write_text(SEND_OVER_PIPE)
+def test_a_forked_receiver_raises_instead_of_waiting(run_python, tmp_path) -> None:
+    script = tmp_path / "forked_receiver.py"
+    script.write_text(FORKED_RECEIVER)
     result = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
-    assert lines[0] == "sender raised: " + REFUSED.format(kind="tensor")
-    assert lines[1] == "receiver got cpu 6.0"
-    assert lines[2] == "exit 0"
+    assert lines[-2].startswith("receiver raised: Cannot receive an openreg tensor in a process ")
+    assert "'spawn' or 'forkserver'" in lines[-2]
+    assert lines[-1] == "exit 0"
 
 
-def test_sending_over_a_queue_reports_at_the_sender_and_sends_nothing(run_python, tmp_path) -> None:
-    script = tmp_path / "queue.py"
-    script.write_text(SEND_OVER_QUEUE)
-    result = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')")
+def test_a_forked_child_cannot_send_the_parents_tensors(run_python) -> None:
+    body = """
+    from multiprocessing.reduction import ForkingPickler
+    attempt("send", lambda: ForkingPickler.dumps(parent_tensor))
+"""
+    code = FORK_TEMPLATE.replace(
+        "USE_DEVICE_FIRST", "parent_tensor = torch.ones(2, device='openreg'); parent_tensor.sum()"
+    ).replace("    CHILD_BODY", body)
+    result = run_python(code, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert REFUSED.format(kind="tensor") in result.stderr
-    assert result.stdout.strip().splitlines() == ["receiver got the next message", "exit 0"]
+    assert (
+        "send raised: Cannot send an openreg tensor from a process forked after openreg was used"
+        in result.stdout
+    )

@@ -61,6 +61,16 @@ void DeviceAllocator::freeByPointer(void* devicePointer) {
   freeBlock(blockPool(deviceOfPointer(devicePointer)).find(devicePointer));
 }
 
+bool DeviceAllocator::owns(const c10::DataPtr& ptr) const {
+  return ptr.get_deleter() == &freeBlock && ptr.get() != nullptr;
+}
+
+void DeviceAllocator::markShared(const c10::DataPtr& ptr) {
+  TORCH_CHECK(owns(ptr), "markShared: not memory of the openreg caching allocator");
+  auto* block = static_cast<Block*>(ptr.get_context());
+  blockPool(block->device).markShared(block);
+}
+
 void DeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
   OPENREG_CHECK(orMemcpy(dest, src, count, orMemcpyDeviceToDevice));
 }

@@ -43,6 +43,11 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   c10::DataPtr ownerOf(void* devicePointer);
   // Frees the live allocation starting at `devicePointer`.
   void freeByPointer(void* devicePointer);
+  // Whether `ptr` is memory of this allocator (a DataPtr it made).
+  bool owns(const c10::DataPtr& ptr) const;
+  // `ptr` (memory of this allocator) was sent to another process: its block
+  // stays allocated after the free while other processes map it.
+  void markShared(const c10::DataPtr& ptr);
 
   // Memory owned by the caller until rawDelete (torch.openreg.caching_allocator_alloc),
   // allocated for `stream` of `device`.

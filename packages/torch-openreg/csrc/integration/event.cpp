@@ -3,6 +3,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <utility>
+
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/runtime_check.h"
@@ -11,9 +13,17 @@
 namespace torch_openreg {
 namespace {
 orEvent_t asEvent(void* event) { return static_cast<orEvent_t>(event); }
+
+// The native event installNativeEvent hands to the next recordEvent of this thread.
+thread_local orEvent_t eventToInstall = nullptr;
 }  // namespace
 
 void recordEvent(void** event, const c10::Stream& stream, c10::EventFlag flag) {
+  if (eventToInstall != nullptr) {
+    TORCH_CHECK(*event == nullptr, "this torch.Event already has a native event");
+    *event = std::exchange(eventToInstall, nullptr);
+    return;
+  }
   if (*event == nullptr) {
     DeviceScope scope(stream.device_index());
     // As in CUDA, BACKEND_DEFAULT events time; PYTORCH_DEFAULT ones do not.
@@ -52,6 +62,23 @@ double elapsedMilliseconds(void* start, void* end) {
   float milliseconds = 0;
   OPENREG_CHECK(orEventElapsedTime(&milliseconds, asEvent(start), asEvent(end)));
   return milliseconds;
+}
+
+void installNativeEvent(c10::Event& event, orEvent_t native, c10::DeviceIndex device) {
+  if (event.eventId() != nullptr) {
+    succeeded(orEventDestroy(native));
+    TORCH_CHECK(false, "this torch.Event already has a native event");
+  }
+  eventToInstall = native;
+  try {
+    // c10::Event::record calls the guard's record (recordEvent above), which
+    // installs the event instead of recording; it also sets the event's device.
+    event.record(currentStream(device));
+  } catch (...) {
+    if (eventToInstall != nullptr)
+      succeeded(orEventDestroy(std::exchange(eventToInstall, nullptr)));
+    throw;
+  }
 }
 
 void destroyEvent(void* event) noexcept {

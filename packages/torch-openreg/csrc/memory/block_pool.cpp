@@ -1,6 +1,7 @@
 // block_pool.cpp — size classes, splitting, merging, per-stream reuse, OOM
 // retry, the memory fraction and private pools. Recorded streams and pending
-// frees are in block_pool_streams.cpp.
+// frees are in block_pool_streams.cpp, blocks shared with other processes in
+// block_pool_shared.cpp.
 #include "memory/block_pool.h"
 
 #include <c10/util/Exception.h>
@@ -141,6 +142,8 @@ void BlockPool::updateStat(StatArray& stat, bool small, int64_t delta) {
 Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
   const size_t size = roundRequest(bytes);
   const bool small = size <= kSmallRequest;
+  // Shared blocks other processes have let go of are free memory again.
+  if (heldCount_.load(std::memory_order_relaxed) != 0) collectShared();
   const auto context = observerContext(true);
   std::unique_lock<std::mutex> lock(mutex_);
   if (!pendingFrees_.empty()) collectPendingFrees();
@@ -415,6 +418,7 @@ Block* BlockPool::mergeWithNeighbours(Block* block) {
 }
 
 void BlockPool::free(Block* block) {
+  if (block->shared && holdForOtherProcesses(block)) return;
   const auto context = observerContext(false);
   std::lock_guard<std::mutex> lock(mutex_);
   allocated_.erase(block->pointer);
@@ -533,6 +537,7 @@ BlockPool::PrivatePools::iterator BlockPool::forgetPool(PrivatePools::iterator e
 }
 
 void BlockPool::emptyCache(PoolId id) {
+  if (heldCount_.load(std::memory_order_relaxed) != 0) collectShared();
   std::unique_lock<std::mutex> lock(mutex_);
   waitForDeviceIdle(lock);
   waitForPendingFrees(lock);

@@ -36,6 +36,12 @@
 // the last MemPool object goes, and blocks still allocated then return with
 // the next empty_cache() once freed, as with CUDA. Which pool a thread
 // allocates from is thread-local; a synchronous kernel adopts its caller's.
+//
+// A block sent to other processes (torch.multiprocessing, see
+// integration/ipc_sharing.h) is marked shared: freed while another process
+// still maps it, it stays allocated — counted where it was allocated, reused
+// by nobody — until the runtime reports that no other process holds it any
+// more (block_pool_shared.cpp), as CUDA's allocator keeps such blocks in limbo.
 #pragma once
 
 #include <openreg.h>
@@ -43,6 +49,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -87,6 +94,8 @@ struct Block {
   uint64_t freedAt = 0;
   bool settling = false;
   PrivatePool* pool = nullptr;  // the private pool owning the segment (null: default)
+  // Sent to another process (markShared); reset when the block is free again.
+  bool shared = false;
 };
 
 // Free blocks, ordered for best-fit lookup per stream (see takeFree).
@@ -170,6 +179,12 @@ class BlockPool {
   Block* find(void* pointer);
   // Tensor.record_stream: the block is also used on `stream`.
   void recordStream(Block* block, orStream_t stream);
+  // The block's memory was sent to another process: when freed, it stays
+  // allocated until no other process holds it (block_pool_shared.cpp).
+  void markShared(Block* block);
+  // Frees the shared blocks freed here that no other process holds any more
+  // (torch.openreg.ipc_collect); returns how many freed blocks stay held.
+  size_t collectShared();
   // Returns every segment without allocated blocks to the runtime: of the
   // default pool and of private pools nobody uses any more; or of pool `id`.
   void emptyCache(PoolId id = kDefaultPool);
@@ -226,6 +241,9 @@ class BlockPool {
   void deferFree(Block* block);
   void collectPendingFrees();
   void waitForPendingFrees(std::unique_lock<std::mutex>& lock);
+  // Shared blocks (block_pool_shared.cpp): whether a freed one must stay
+  // held for other processes (then it is held, and free() stops there).
+  bool holdForOtherProcesses(Block* block);
   // Back into the pool: statistics, freedAt, merged with free neighbours.
   void returnToPool(Block* block, const std::shared_ptr<c10::GatheredContext>& context);
   // Blocks whose freeing work has completed since they were freed join their
@@ -257,6 +275,8 @@ class BlockPool {
   FreeBlocks freeLarge_;
   std::unordered_map<void*, Block*> allocated_;
   std::vector<PendingFree> pendingFrees_;
+  std::vector<Block*> heldForOtherProcesses_;  // freed shared blocks still mapped elsewhere
+  std::atomic<size_t> heldCount_{0};          // its size, read without the lock
   std::unordered_set<Block*> settling_;  // free blocks with `settling` set
   c10::CachingDeviceAllocator::DeviceStats stats_;
   PrivatePools privatePools_;

@@ -31,6 +31,7 @@
 #include "integration/memory_history.h"
 #include "integration/profiler.h"
 #include "integration/stream.h"
+#include "python/ipc_bindings.h"
 #include "python/process_group_bindings.h"
 #include "python/stream_hold.h"
 #include "python/testing_hooks.h"
@@ -229,6 +230,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_openreg;
   m.doc() = "Native part of torch_openreg (use torch.openreg instead).";
   bindProcessGroup(m);
+  bindIpc(m);
   bindStreamHold(m);
   bindTestingHooks(m);
   m.def("_init", &initialize, "Initialise the device runtime; raises if it cannot be used.");

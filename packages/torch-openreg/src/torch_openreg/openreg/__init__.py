@@ -27,6 +27,7 @@ from .memory import (
     get_per_process_memory_fraction,
     host_memory_stats,
     host_memory_stats_as_nested_dict,
+    ipc_collect,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
@@ -57,6 +58,7 @@ from .random import (
 )
 from .streams import (
     Event,
+    IpcEventHandle,
     Stream,
     StreamContext,
     current_stream,
@@ -385,6 +387,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "Event",
+    "IpcEventHandle",
     "MemPool",
     "OutOfMemoryError",
     "Stream",
@@ -414,6 +417,7 @@ __all__ = [
     "host_memory_stats_as_nested_dict",
     "init",
     "initial_seed",
+    "ipc_collect",
     "is_available",
     "is_bf16_supported",
     "is_initialized",

@@ -90,6 +90,17 @@ def empty_cache() -> None:
     torch.accelerator.empty_cache()
 
 
+def ipc_collect() -> None:
+    """Free the memory sent to other processes that they have all let go of.
+
+    Like ``torch.cuda.ipc_collect``: a block sent through ``torch.multiprocessing``
+    and freed here stays allocated (and counted) while another process still maps
+    it; this frees the blocks no process holds any more. The allocator also does
+    so by itself at its next allocation and at ``empty_cache``.
+    """
+    _C._ipc_collect()
+
+
 def mem_get_info(device: DeviceLike = None) -> tuple[int, int]:
     """(free, total) bytes of ``device`` as the runtime sees them."""
     free, total = _C._mem_get_info(_index(device))
@@ -402,6 +413,7 @@ __all__ = [
     "get_per_process_memory_fraction",
     "host_memory_stats",
     "host_memory_stats_as_nested_dict",
+    "ipc_collect",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",

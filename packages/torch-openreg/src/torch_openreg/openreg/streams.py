@@ -13,6 +13,7 @@ from types import TracebackType
 import torch
 
 from .. import _C
+from ._ipc import IpcEventHandle
 from ._utils import DeviceLike, _get_device_index
 
 
@@ -52,23 +53,53 @@ class Stream(torch.Stream):
 
 
 class Event(torch.Event):
-    """An openreg event: marks a point in a stream's work (mirrors torch.cuda.Event)."""
+    """An openreg event: marks a point in a stream's work (mirrors torch.cuda.Event).
+
+    With ``interprocess=True`` (which, as in CUDA, cannot time) the event can be
+    waited for by other processes: send ``ipc_handle()`` (or the event itself)
+    through ``torch.multiprocessing`` and open it there with ``from_ipc_handle``.
+    It is created on the current device.
+    """
 
     def __new__(
         cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
     ) -> Event:
-        if interprocess:
-            raise NotImplementedError(
-                "openreg events cannot be shared between processes (interprocess=True); "
-                "synchronize in the process that records the event"
+        if interprocess and enable_timing:
+            raise ValueError(
+                "an interprocess openreg event cannot time (as with CUDA): create it with "
+                "enable_timing=False"
             )
-        return super().__new__(
-            cls,
-            device=torch.device("openreg"),
-            enable_timing=enable_timing,
-            blocking=blocking,
-            interprocess=interprocess,
+        event = super().__new__(
+            cls, device=torch.device("openreg"), enable_timing=enable_timing, blocking=blocking
         )
+        if interprocess:
+            _C._event_make_interprocess(event, _C._get_device())
+        return event
+
+    def ipc_handle(self) -> IpcEventHandle:
+        """A handle another process opens with ``Event.from_ipc_handle`` (interprocess events)."""
+        return IpcEventHandle(*_C._event_ipc_handle(self))
+
+    @classmethod
+    def from_ipc_handle(cls, device: DeviceLike, handle: IpcEventHandle) -> Event:
+        """Another process's interprocess event: wait for it, query or synchronize it.
+
+        Waiting follows the other process's latest record at the time of the
+        wait; the event cannot be recorded here (record it where it was created).
+        """
+        index = _get_device_index(device, optional=True)
+        if index != handle.device:
+            raise ValueError(
+                f"the event belongs to openreg:{handle.device} of its process, not to "
+                f"openreg:{index}; pass device={handle.device}"
+            )
+        event = super().__new__(cls, device=torch.device("openreg"))
+        _C._event_open_ipc_handle(event, handle.fields())
+        return event
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        # Sent through multiprocessing (as torch.cuda.Event is): by its handle.
+        return (_rebuild_event, (self.ipc_handle(),))
 
     def elapsed_time(self, end_event: torch.Event) -> float:
         """Milliseconds between this event and ``end_event`` (both recorded, timing-enabled)."""
@@ -77,6 +108,10 @@ class Event(torch.Event):
 
     def __repr__(self) -> str:
         return f"<torch.openreg.Event event_id={self.event_id}>"
+
+
+def _rebuild_event(handle: IpcEventHandle) -> Event:
+    return Event.from_ipc_handle(handle.device, handle)
 
 
 def _wrap(stream: torch.Stream) -> Stream:
@@ -136,6 +171,7 @@ def stream(stream: torch.Stream | None) -> StreamContext:
 
 __all__ = [
     "Event",
+    "IpcEventHandle",
     "Stream",
     "StreamContext",
     "current_stream",
