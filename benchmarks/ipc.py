@@ -2,8 +2,8 @@
 
 One spawned receiver. A round: this process sends a tensor over a
 ``multiprocessing`` pipe (torch's reducers: the storage travels as a file
-descriptor), the receiver reads one element and answers with it, then lets the
-tensor go. openreg tensors (device memory shared through the runtime's IPC
+descriptor), the receiver reads one element and answers with it (then lets the
+tensor go, outside the round). openreg tensors (device memory shared through the runtime's IPC
 handles, docs/ipc.md) are timed against CPU tensors with torch.multiprocessing's
 default sharing strategy (``file_descriptor``; the tensor is moved to shared
 memory once, before timing, as a reused CPU tensor would be), in interleaved
@@ -27,6 +27,7 @@ SEND_RATIO_TARGET = 1.2  # openreg / CPU, 64 MiB
 SIZE_RATIO_TARGET = 1.2  # openreg 256 MiB / 1 MiB
 MIB = 1 << 20
 DEADLINE = 120.0
+ROUNDS_PER_BATCH = 40  # a round takes 0.3-1 ms here: batches of 10-40 ms
 
 
 def _receiver(connection: Connection) -> None:
@@ -36,9 +37,8 @@ def _receiver(connection: Connection) -> None:
         tensor = connection.recv()
         if tensor is None:
             return
-        value = tensor[0].item()
-        del tensor
-        connection.send(value)
+        connection.send(tensor[0].item())
+        del tensor  # after answering: letting go is not part of the round
 
 
 def _round(connection: Connection, tensor: torch.Tensor) -> None:
@@ -49,6 +49,7 @@ def _round(connection: Connection, tensor: torch.Tensor) -> None:
 
 
 def _batch(connection: Connection, tensor: torch.Tensor, calls: int) -> float:
+    _round(connection, tensor)  # untimed: the first round after a switch of tensors
     start = time.perf_counter()
     for _ in range(calls):
         _round(connection, tensor)
@@ -64,7 +65,7 @@ def _interleaved(
     for _ in range(5):  # warm-up: imports, the resource sharer, first mappings
         _round(connection, first)
         _round(connection, second)
-    calls = max(1, round(settings.min_batch_seconds / MIN_BATCH_SECONDS * 10))
+    calls = max(1, round(settings.min_batch_seconds / MIN_BATCH_SECONDS * ROUNDS_PER_BATCH))
     firsts: list[float] = []
     seconds: list[float] = []
     for repeat in range(settings.repeats):
