@@ -4,6 +4,7 @@
 // initialisers in their files); _init() then registers the hooks and the
 // CPU-kernel preferences and validates OPENREG_FALLBACK. The functions below back
 // torch.openreg; names mirror torch.cuda's private _C functions.
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
@@ -233,9 +234,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_close_for_python_exit", &closeForPythonExit,
         "From the exit handler: background threads stop letting go of Python objects and "
         "running callbacks (see base/python_exit.h); returns once none is doing so.");
-  m.def(
-      "_device_count", [] { return static_cast<int>(deviceCount()); },
-      "Number of openreg devices.");
+  // Wrapped so that the warning for an invalid environment is a Python warning.
+  m.def("_device_count",
+        torch::wrap_pybind_function([] { return static_cast<int>(deviceCount()); }),
+        "Number of openreg devices (0, with one warning, if the environment is invalid).");
   m.def(
       "_get_device", [] { return static_cast<int>(currentDevice()); },
       "Index of this thread's current openreg device.");
@@ -251,10 +253,12 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "_synchronize", [](int device) { synchronizeDevice(static_cast<c10::DeviceIndex>(device)); },
       "Wait for all work queued on every stream of `device`.");
+  // Every slot, not deviceCount(): the exit handler asks, and a program that never
+  // asked for the devices must not be warned about them at exit.
   m.def(
       "_is_initialized",
       [] {
-        for (c10::DeviceIndex d = 0; d < deviceCount(); ++d) {
+        for (c10::DeviceIndex d = 0; d < OPENREG_MAX_DEVICES; ++d) {
           if (deviceUsed(d)) return true;
         }
         return false;
@@ -408,11 +412,7 @@ PYBIND11_MODULE(_C, m) {
         "The allocator's segments, blocks and recorded history in torch.cuda's snapshot format.");
   m.def("_profiler_registered", &profilerRegistered,
         "Whether openreg's Kineto and legacy profiler hooks are registered.");
-  m.def(
-      "_check_runtime",
-      [] {
-        int count = 0;
-        OPENREG_CHECK(orGetDeviceCount(&count));
-      },
-      "Raise if the runtime cannot list its devices (used at import).");
+  m.def("_check_runtime", &checkDeviceEnvironment,
+        "Raise if the environment the devices are made from is invalid (torch.openreg.init, and "
+        "import with OPENREG_AUTOLOAD_STRICT=1); activates no device.");
 }

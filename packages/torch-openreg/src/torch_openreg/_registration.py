@@ -67,13 +67,14 @@ def _drain_devices() -> None:
     """
     try:
         _wait_for_autograd_threads()
-        for index in range(_C._device_count()):
-            if not openreg.is_initialized():
-                return
-            try:
-                _C._synchronize(index)
-            except RuntimeError:
-                pass
+        # A program that never used a device has nothing queued (and, with an
+        # invalid OPENREG_DEVICE_COUNT, must not be warned about it at exit).
+        if openreg.is_initialized():
+            for index in range(_C._device_count()):
+                try:
+                    _C._synchronize(index)
+                except RuntimeError:
+                    pass
     finally:
         _C._close_for_python_exit()
 
