@@ -13,6 +13,7 @@
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "engine/kernel_launch.h"
+#include "engine/operator_errors.h"
 #include "engine/race_detector.h"
 #include "integration/stream.h"
 
@@ -111,7 +112,8 @@ void CompiledLaunchArguments::launch() && {
   }
   launchOnDevice(device, [kernel = std::move(kernel_), words = std::move(words_),
                           hostTensors = std::move(hostTensors_)] {
-    runCompiledKernel(*kernel, words.data());
+    runNamingOperator([&] { return "compiled kernel " + kernel->name(); },
+                      [&] { runCompiledKernel(*kernel, words.data()); });
   });
 }
 

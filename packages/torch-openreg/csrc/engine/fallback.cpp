@@ -35,6 +35,7 @@
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
 #include "engine/launch_context.h"
+#include "engine/operator_errors.h"
 #include "engine/operator_plan.h"
 #include "engine/plan.h"
 #include "engine/race_detector.h"
@@ -103,6 +104,12 @@ struct PreparedKernel {
   c10::SmallVector<size_t, 2> mutated;
 
   void run() const {
+    runNamingOperator([this] { return c10::toString(op.operator_name()); },
+                      [this] { runKernel(); });
+  }
+
+ private:
+  void runKernel() const {
     const c10::SmallVector<at::Tensor, 4> made = aliases.materialize();
     std::vector<c10::IValue> arguments;
     arguments.reserve(argumentShapes.size());
@@ -115,7 +122,6 @@ struct PreparedKernel {
     checkMutatedLayouts(made);
   }
 
- private:
   const TensorLayout& outputLayout(size_t index) const {
     return aliases.layout(firstOutput + index);
   }

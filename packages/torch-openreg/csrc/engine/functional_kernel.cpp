@@ -10,6 +10,7 @@
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
 #include "engine/meta_shadow.h"
+#include "engine/operator_errors.h"
 #include "engine/plan.h"
 #include "engine/race_detector.h"
 
@@ -77,14 +78,19 @@ std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at
     aliases.record(outputs.back());
   }
   launchOnDevice(launch, [aliases = std::move(aliases), inputCount = inputs.size(),
-                          function = std::move(function), plan] {
-    const c10::SmallVector<at::Tensor, 4> made = aliases.materialize();
-    const std::vector<at::Tensor> inputAliases(made.begin(), made.begin() + inputCount);
-    const c10::ArrayRef<at::Tensor> outputAliases =
-        c10::ArrayRef<at::Tensor>(made).slice(inputCount);
-    const OutputReservations reserved(outputAliases, &plan->placement);
-    const std::vector<at::Tensor> results = function(inputAliases);
-    for (size_t i = 0; i < outputAliases.size(); ++i) reserved.place(i, results[i]);
+                          function = std::move(function), plan, name = signature.name] {
+    runNamingOperator([name] { return name; },
+                      [&] {
+                        const c10::SmallVector<at::Tensor, 4> made = aliases.materialize();
+                        const std::vector<at::Tensor> inputAliases(made.begin(),
+                                                                   made.begin() + inputCount);
+                        const c10::ArrayRef<at::Tensor> outputAliases =
+                            c10::ArrayRef<at::Tensor>(made).slice(inputCount);
+                        const OutputReservations reserved(outputAliases, &plan->placement);
+                        const std::vector<at::Tensor> results = function(inputAliases);
+                        for (size_t i = 0; i < outputAliases.size(); ++i)
+                          reserved.place(i, results[i]);
+                      });
   });
   if (debugModeOn(kDebugRaces)) recordResults(signature.name, launch.stream, outputs);
   return outputs;

@@ -10,6 +10,8 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "base/debug_modes.h"
@@ -54,6 +56,16 @@ void initialize() {
     readDebugEnvironment();
     installRaceDetector();
   });
+}
+
+// Python fixes its exit status before atexit handlers run and offers them no way
+// to change it. Functions registered with Py_AtExit run at the very end of
+// finalization, after everything Python does at exit (the other atexit handlers,
+// flushing its streams): exiting from there with status 1 skips only the
+// interpreter freeing its own memory.
+void exitWithFailureStatus() {
+  static std::once_flag once;
+  std::call_once(once, [] { Py_AtExit([] { std::exit(1); }); });
 }
 
 // torch.openreg.debug.set_modes: races switched on start from a clean slate
@@ -415,4 +427,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_check_runtime", &checkDeviceEnvironment,
         "Raise if the environment the devices are made from is invalid (torch.openreg.init, and "
         "import with OPENREG_AUTOLOAD_STRICT=1); activates no device.");
+  m.def("_exit_with_failure_status", &exitWithFailureStatus,
+        "From the exit handler, after reporting an error nobody was told of: the process exits "
+        "with status 1, as after an unhandled exception.");
 }
