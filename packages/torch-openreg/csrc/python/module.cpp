@@ -370,6 +370,9 @@ PYBIND11_MODULE(_C, m) {
       "The debug modes on (OPENREG_DEBUG): a list of 'races', 'poison', 'chaos'.");
   m.def("_set_debug_modes", &setDebugModesFromPython, py::arg("modes"),
         "Switch debug modes: a comma-separated list of 'races', 'poison', 'chaos' ('' for none).");
+  m.def("_poison_value", &typedPoisonValue, py::arg("dtype"),
+        "What a poisoned element of `dtype` holds where the dtype is known (the openreg "
+        "factories), or None where it is the 0xFF bytes of every poisoned allocation.");
   m.def("_race_errors_raise", &raceErrorsRaise,
         "Whether a detected stream race raises (True) or warns (False).");
   m.def("_set_race_errors_raise", &setRaceErrorsRaise,
