@@ -123,6 +123,8 @@ class RuntimeCopy {
 
 void copyBytes(const at::Tensor& source, const at::Tensor& destination, const c10::Stream& stream,
                bool waitForIt) {
+  checkStorageCovers(source);
+  checkStorageCovers(destination);
   const at::Tensor& host = isOpenReg(source) ? destination : source;
   const bool pinnedHost = !(isOpenReg(source) && isOpenReg(destination)) && isPinned(host);
   RuntimeCopy(stream).run(destination.data_ptr(), source.const_data_ptr(),
@@ -219,6 +221,7 @@ at::Scalar localScalarDense(const at::Tensor& self) {
       value = at::_local_scalar_dense(context.alias(self));
     });
   } else {
+    checkStorageCovers(self);
     const at::Tensor element = at::empty({}, self.options().device(c10::kCPU));
     RuntimeCopy(stream).run(element.data_ptr(), self.const_data_ptr(), self.element_size(),
                             orMemcpyDeviceToHost, true);
