@@ -15,6 +15,7 @@
 //   destination's current stream, after a two-way barrier between the two
 //   devices' current streams, so that its failure reaches whoever next waits
 //   for the destination.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/copy.h>
@@ -64,7 +65,8 @@ orMemcpyKind copyKind(const at::Tensor& source, const at::Tensor& destination) {
 // copying from its own worker stays a kernel: a runtime copy queued from there
 // would run after the kernel, not within it.
 bool movesBytesUnchanged(const at::Tensor& source, const at::Tensor& destination) {
-  return source.scalar_type() == destination.scalar_type() &&
+  return !source.is_nested() && !destination.is_nested() &&
+         source.scalar_type() == destination.scalar_type() &&
          source.sizes() == destination.sizes() && source.strides() == destination.strides() &&
          source.layout() == c10::kStrided && destination.layout() == c10::kStrided &&
          !source.is_conj() && !destination.is_conj() && !source.is_neg() && !destination.is_neg() &&
@@ -125,6 +127,9 @@ void copyBytes(const at::Tensor& source, const at::Tensor& destination, const c1
                bool waitForIt) {
   checkStorageCovers(source);
   checkStorageCovers(destination);
+  // The CPU's copy_ refuses views that share some elements (not all): the result
+  // would depend on the order of the copy. So does this one, at the call.
+  at::assert_no_partial_overlap(destination, source);
   const at::Tensor& host = isOpenReg(source) ? destination : source;
   const bool pinnedHost = !(isOpenReg(source) && isOpenReg(destination)) && isPinned(host);
   RuntimeCopy(stream).run(destination.data_ptr(), source.const_data_ptr(),
