@@ -8,7 +8,15 @@
 
 namespace torch_openreg {
 
-c10::DeviceIndex deviceCount() noexcept;  // 0 if the runtime is unusable
+// 0 if the devices cannot be used (an invalid OPENREG_DEVICE_COUNT, say); the
+// first time, that also warns, naming the problem (like torch.cuda with a broken
+// driver), so a typo does not pass for "no device".
+c10::DeviceIndex deviceCount() noexcept;
+// Raises, naming the variable, the value and the fix, if the environment the
+// devices are made from is invalid: the runtime's variables (OPENREG_DEVICE_COUNT,
+// OPENREG_DEVICE_MEMORY, OPENREG_FAULT_*) and this binding's own minimum device
+// memory. Never activates a device.
+void checkDeviceEnvironment();
 c10::DeviceIndex currentDevice();
 void setCurrentDevice(c10::DeviceIndex device);
 // Makes `device` current (unless it is -1 or already current); returns the
