@@ -123,4 +123,15 @@ DeviceScope::~DeviceScope() {
   if (succeeded(orGetDevice(&now)) && now != previous_) succeeded(orSetDevice(previous_));
 }
 
+orEvent_t recordEventOrNull(orStream_t stream) {
+  int device = 0;
+  if (!succeeded(orStreamGetDevice(stream, &device))) return nullptr;
+  DeviceScope scope(static_cast<c10::DeviceIndex>(device));
+  orEvent_t event = nullptr;
+  if (!succeeded(orEventCreateWithFlags(&event, orEventDisableTiming))) return nullptr;
+  if (succeeded(orEventRecord(event, stream))) return event;
+  orEventDestroy(event);
+  return nullptr;
+}
+
 }  // namespace torch_openreg

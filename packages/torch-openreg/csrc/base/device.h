@@ -4,6 +4,8 @@
 // what the guard, the hooks and the Python module share.
 #pragma once
 
+#include <openreg.h>
+
 #include <c10/core/Device.h>
 
 namespace torch_openreg {
@@ -47,5 +49,10 @@ class DeviceScope {
  private:
   c10::DeviceIndex previous_;
 };
+
+// An event (timing disabled) marking the work queued on `stream` so far, or
+// null if the runtime could not record one: for callers that then fall back
+// to checking the stream's idleness instead of raising.
+orEvent_t recordEventOrNull(orStream_t stream);
 
 }  // namespace torch_openreg
