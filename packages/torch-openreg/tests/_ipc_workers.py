@@ -30,6 +30,9 @@ def serve(connection: Connection) -> None:
             name, args = connection.recv()
         except EOFError:
             return
+        except Exception as error:  # what arrived could not be rebuilt here
+            connection.send(("error", f"{type(error).__name__}: {error}"))
+            continue
         if name == "exit":
             return
         try:
@@ -155,6 +158,31 @@ def sgd_step(state: State, inputs: torch.Tensor, targets: torch.Tensor) -> None:
     torch.openreg.synchronize()
 
 
+def race_on(state: State, name: str, fixed: bool) -> str:
+    """With race detection on here: a write of the received tensor on the current stream,
+    then a read on a side stream that (unless ``fixed``) does not wait for it. Returns the
+    race report raised, or ''."""
+    tensor = state[name]
+    side = torch.openreg.Stream()
+    for _ in range(2):  # warm: first calls of a signature run synchronously
+        tensor.fill_(2.0)
+        with torch.openreg.stream(side):
+            tensor * 2
+    torch.openreg.synchronize()
+    with torch.openreg.debug.enabled("races", races="error"):
+        try:
+            tensor.fill_(3.0)
+            if fixed:
+                side.wait_stream(torch.openreg.current_stream())
+            with torch.openreg.stream(side):
+                tensor * 2
+        except RuntimeError as error:
+            return str(error)
+        finally:
+            torch.openreg.synchronize()
+    return ""
+
+
 # ---- Targets of their own processes ---------------------------------------------------
 
 
@@ -162,6 +190,23 @@ def send_and_exit(connection: Connection, values: list[float]) -> None:
     """Sends an openreg tensor and exits at once, while the receiver still holds it."""
     connection.send(torch.tensor(values, device="openreg"))
     connection.recv()  # the test answers once it has the tensor
+
+
+def send_behind_hold_and_die(connection: Connection) -> None:
+    """Queues a write of a tensor behind a stream hold, sends the tensor (the receiver's
+    stream then waits for that write) and, when told to, exits with the write still held."""
+    from torch_openreg import _C
+
+    tensor = torch.zeros(16, device="openreg")
+    tensor.fill_(1.0)  # warm: a first call of a signature runs synchronously
+    torch.openreg.synchronize()
+    stream = torch.openreg.current_stream()
+    _hold = _C._StreamHold(stream.stream_id, stream.device_index, DEADLINE)
+    tensor.fill_(5.0)  # queued behind the hold
+    connection.send(tensor)
+    if connection.poll(DEADLINE):
+        connection.recv()
+    os._exit(3)
 
 
 class DeviceDataset(torch.utils.data.Dataset[torch.Tensor]):

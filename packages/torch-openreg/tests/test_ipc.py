@@ -153,11 +153,29 @@ def test_in_place_changes_are_seen_on_the_other_side(peer) -> None:
     peer.call("drop", "z")
 
 
+def test_memory_of_a_private_pool_is_shared_too(peer) -> None:
+    pool = torch.openreg.MemPool()
+    with torch.openreg.use_mem_pool(pool):
+        tensor = torch.zeros(8, device="openreg")
+    peer.call("keep", "pooled", tensor)
+    peer.call("add_", "pooled", 1.0)
+    assert tensor.cpu().tolist() == [1.0] * 8
+    peer.call("drop", "pooled")
+
+
 def test_the_receiver_counts_no_memory_for_what_it_received(peer) -> None:
     before = peer.call("memory_allocated")
     peer.call("keep", "big", torch.ones(1 << 18, device="openreg"))
     assert peer.call("memory_allocated") == before  # counted where it was allocated
     peer.call("drop", "big")
+
+
+def test_the_race_detector_checks_accesses_to_received_memory(peer) -> None:
+    peer.call("keep", "r", torch.zeros(1024, device="openreg"))
+    report = peer.call("race_on", "r", False)
+    assert "openreg stream race" in report and "wait_stream" in report, report
+    assert peer.call("race_on", "r", True) == ""
+    peer.call("drop", "r")
 
 
 # ---- Order across processes -----------------------------------------------------------------
@@ -192,6 +210,22 @@ def test_an_interprocess_event_orders_a_write_here_before_a_read_there(peer) -> 
         held.release()
     assert peer.call("describe", "copy")["values"].tolist() == [3.0] * 256
     peer.call("drop", "e", "copy")
+
+
+def test_a_sender_that_dies_before_its_queued_write_fails_the_wait_instead_of_hanging() -> None:
+    here, there = SPAWN.Pipe()
+    process = SPAWN.Process(target=_ipc_workers.send_behind_hold_and_die, args=(there,))
+    process.start()
+    there.close()
+    stream = torch.openreg.Stream()  # a failure of its work is reported once, here
+    with torch.openreg.stream(stream):
+        assert here.poll(DEADLINE), "the peer sent nothing"
+        tensor = here.recv()  # this stream now waits for the peer's held write
+        here.send("die")
+        process.join(DEADLINE)
+        assert process.exitcode == 3
+        with pytest.raises(RuntimeError, match=rf"pid {process.pid}\) exited before record"):
+            tensor.cpu()
 
 
 def test_an_interprocess_event_in_one_process(races_off) -> None:
@@ -365,6 +399,18 @@ def test_a_device_the_receiver_will_not_have_is_refused_at_the_sender(monkeypatc
         process.start()
     here.close()
     there.close()
+
+
+def test_a_receiver_with_fewer_devices_raises_instead_of_waiting(monkeypatch) -> None:
+    monkeypatch.setenv("OPENREG_DEVICE_COUNT", "1")
+    one_device = Peer()  # started with one device
+    monkeypatch.delenv("OPENREG_DEVICE_COUNT")  # so the sender does not refuse first
+    try:
+        with pytest.raises(PeerError, match="this process has 1 OpenReg devices"):
+            one_device.call("keep", "t", torch.ones(2, device="openreg:1"))
+        assert one_device.call("pid") == one_device.process.pid  # and it still serves
+    finally:
+        one_device.close()
 
 
 def test_a_non_leaf_requiring_grad_is_refused_by_put() -> None:

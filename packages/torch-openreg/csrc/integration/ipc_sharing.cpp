@@ -70,8 +70,9 @@ c10::Storage openSharedStorage(const orIpcMemHandle_t& memory) {
   void* pointer = nullptr;
   OPENREG_CHECK(orIpcOpenMemHandle(&pointer, memory, 0));
   markDeviceUsed(device);
+  // Handed out for the current stream, which the sender's event (if any) is waited on.
   notifyStreamOrder(&StreamOrderObserver::memoryAllocated, pointer,
-                    static_cast<size_t>(memory.size));
+                    static_cast<size_t>(memory.size), nativeHandle(currentStream(device)));
   c10::DataPtr data(pointer, pointer, &closeImport, openregDevice(device));
   return c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(memory.size),
                       std::move(data), /*allocator=*/nullptr, /*resizable=*/false);

@@ -143,7 +143,7 @@ Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
   const size_t size = roundRequest(bytes);
   const bool small = size <= kSmallRequest;
   // Shared blocks other processes have let go of are free memory again.
-  if (heldCount_.load(std::memory_order_relaxed) != 0) collectShared();
+  if (heldCount_.load(std::memory_order_relaxed) != 0 && sharedCollectionDue()) collectShared();
   const auto context = observerContext(true);
   std::unique_lock<std::mutex> lock(mutex_);
   if (!pendingFrees_.empty()) collectPendingFrees();
@@ -259,6 +259,7 @@ void* BlockPool::mallocOrRetry(size_t segmentSize, std::unique_lock<std::mutex>&
   } else {
     waitForDeviceIdle(lock);
     waitForPendingFrees(lock);
+    collectSharedLocked();
     releaseFreeSegments(nullptr);
     releaseUnusedPools();
   }
@@ -421,6 +422,10 @@ void BlockPool::free(Block* block) {
   if (block->shared && holdForOtherProcesses(block)) return;
   const auto context = observerContext(false);
   std::lock_guard<std::mutex> lock(mutex_);
+  freeLocked(block, context);
+}
+
+void BlockPool::freeLocked(Block* block, const std::shared_ptr<c10::GatheredContext>& context) {
   allocated_.erase(block->pointer);
   // As CUDA counts it: the tensor's bytes stop being allocated now; the block
   // stays active until it is back in the pool.

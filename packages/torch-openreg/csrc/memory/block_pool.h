@@ -241,9 +241,16 @@ class BlockPool {
   void deferFree(Block* block);
   void collectPendingFrees();
   void waitForPendingFrees(std::unique_lock<std::mutex>& lock);
+  // free() once the block is really freed, under the lock.
+  void freeLocked(Block* block, const std::shared_ptr<c10::GatheredContext>& context);
   // Shared blocks (block_pool_shared.cpp): whether a freed one must stay
-  // held for other processes (then it is held, and free() stops there).
+  // held for other processes (then it is held, and free() stops there); the
+  // held blocks no process maps any more, freed under the lock (out of
+  // memory); whether an allocation should look for such blocks now (at most
+  // once a millisecond: each held block costs a system call to ask).
   bool holdForOtherProcesses(Block* block);
+  void collectSharedLocked();
+  bool sharedCollectionDue();
   // Back into the pool: statistics, freedAt, merged with free neighbours.
   void returnToPool(Block* block, const std::shared_ptr<c10::GatheredContext>& context);
   // Blocks whose freeing work has completed since they were freed join their
@@ -277,6 +284,7 @@ class BlockPool {
   std::vector<PendingFree> pendingFrees_;
   std::vector<Block*> heldForOtherProcesses_;  // freed shared blocks still mapped elsewhere
   std::atomic<size_t> heldCount_{0};          // its size, read without the lock
+  std::atomic<int64_t> lastSharedCollection_{0};  // steady clock, nanoseconds
   std::unordered_set<Block*> settling_;  // free blocks with `settling` set
   c10::CachingDeviceAllocator::DeviceStats stats_;
   PrivatePools privatePools_;

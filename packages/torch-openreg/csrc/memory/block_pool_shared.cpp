@@ -8,10 +8,12 @@
 // long as a handle's descriptor or another process's mapping of it, and
 // orIpcMemQuery tells whether any remains. So a shared block freed here is
 // held — still allocated, in the statistics too — and freed for real by the
-// first collection that finds no lease on it: at the next allocation of this
-// pool, at empty_cache, or at torch.openreg.ipc_collect.
+// first collection that finds no lease on it: at an allocation of this pool
+// (at most once a millisecond), before it reports out of memory, at
+// empty_cache, or at torch.openreg.ipc_collect.
 #include <algorithm>
-#include <iterator>
+#include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -20,6 +22,8 @@
 
 namespace torch_openreg {
 namespace {
+
+constexpr int64_t kCollectionPeriodNs = 1'000'000;
 
 // Whether another process (or a handle not yet sent) still holds part of the block.
 bool leasedElsewhere(const Block& block) {
@@ -31,6 +35,12 @@ bool leasedElsewhere(const Block& block) {
   // Any other failure: the runtime no longer knows the range as shared.
   if (status != orSuccess) orGetLastError();
   return false;
+}
+
+int64_t nowNanoseconds() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -52,24 +62,31 @@ bool BlockPool::holdForOtherProcesses(Block* block) {
 }
 
 size_t BlockPool::collectShared() {
-  std::vector<Block*> released;
-  size_t remaining = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto firstReleased =
-        std::stable_partition(heldForOtherProcesses_.begin(), heldForOtherProcesses_.end(),
-                              [](const Block* block) { return leasedElsewhere(*block); });
-    released.assign(firstReleased, heldForOtherProcesses_.end());
-    heldForOtherProcesses_.erase(firstReleased, heldForOtherProcesses_.end());
-    remaining = heldForOtherProcesses_.size();
-    heldCount_.store(remaining, std::memory_order_relaxed);
-  }
-  // The ordinary free, outside the lock (it takes it).
+  std::lock_guard<std::mutex> lock(mutex_);
+  collectSharedLocked();
+  return heldForOtherProcesses_.size();
+}
+
+void BlockPool::collectSharedLocked() {
+  lastSharedCollection_.store(nowNanoseconds(), std::memory_order_relaxed);
+  if (heldForOtherProcesses_.empty()) return;
+  auto firstReleased =
+      std::stable_partition(heldForOtherProcesses_.begin(), heldForOtherProcesses_.end(),
+                            [](const Block* block) { return leasedElsewhere(*block); });
+  std::vector<Block*> released(firstReleased, heldForOtherProcesses_.end());
+  heldForOtherProcesses_.erase(firstReleased, heldForOtherProcesses_.end());
+  heldCount_.store(heldForOtherProcesses_.size(), std::memory_order_relaxed);
   for (Block* block : released) {
     block->shared = false;
-    free(block);
+    freeLocked(block, nullptr);  // the ordinary free from here on
   }
-  return remaining;
+}
+
+bool BlockPool::sharedCollectionDue() {
+  const int64_t now = nowNanoseconds();
+  int64_t last = lastSharedCollection_.load(std::memory_order_relaxed);
+  return now - last >= kCollectionPeriodNs &&
+         lastSharedCollection_.compare_exchange_strong(last, now, std::memory_order_relaxed);
 }
 
 }  // namespace torch_openreg

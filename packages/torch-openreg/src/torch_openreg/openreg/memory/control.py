@@ -30,7 +30,8 @@ def ipc_collect() -> None:
     Like ``torch.cuda.ipc_collect``: a block sent through ``torch.multiprocessing``
     and freed here stays allocated (and counted) while another process still maps
     it; this frees the blocks no process holds any more. The allocator also does
-    so by itself at its next allocation and at ``empty_cache``.
+    so by itself when it allocates (at most once a millisecond), before it runs
+    out of memory, and at ``empty_cache``.
     """
     _lazy_init()
     _C._ipc_collect()
