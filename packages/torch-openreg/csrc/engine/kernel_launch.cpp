@@ -22,6 +22,7 @@
 #include "base/runtime_check.h"
 #include "base/sync_debug.h"
 #include "engine/fallback_arguments.h"
+#include "engine/graph_capture.h"
 #include "engine/kernel_allocator.h"
 #include "engine/race_detector.h"
 #include "integration/stream.h"
@@ -208,6 +209,7 @@ void launchOnDevice(const LaunchSpec& spec, std::function<void()> body) {
     body();
     return;
   }
+  if (capturedInstead(spec, body)) return;  // its stream captures a graph: recorded, not run
   if (launchBlocking()) return runOnDevice(spec, body);
   beforeLaunch(spec);
   const RaceCheck races(spec);
@@ -229,6 +231,7 @@ void runOnDevice(const LaunchSpec& spec, const std::function<void()>& body) {
     body();
     return;
   }
+  checkSynchronousLaunch(spec);  // a capture cannot wait for work
   beforeLaunch(spec);
   const RaceCheck races(spec);
   const c10::Stream& stream = context.stream;
@@ -273,6 +276,7 @@ void runOnDevice(const LaunchSpec& spec, const std::function<void()>& body) {
 void copyOnStream(const LaunchSpec& spec, void* destination, const void* source, size_t bytes,
                   orMemcpyKind kind, std::function<void()> afterCopy) {
   const LaunchContext& context = spec.context;
+  if (capturedCopyInstead(spec, destination, source, bytes, kind, afterCopy)) return;
   beforeLaunch(spec);
   const RaceCheck races(spec);
   DeviceActivityKindScope profiledAs(spec.activity, spec.activityLabel);
@@ -325,6 +329,7 @@ std::string OperationName::str() const {
 
 void streamWaitsFor(const c10::Stream& waiter, const c10::Stream& producer) {
   if (waiter == producer) return;
+  checkCrossDeviceOrdering(waiter, producer);
   orEvent_t event = nullptr;
   {
     DeviceScope scope(producer.device_index());
