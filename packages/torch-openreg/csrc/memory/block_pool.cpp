@@ -23,6 +23,7 @@
 #include "base/gil.h"
 #include "base/kernel_thread.h"
 #include "base/runtime_check.h"
+#include "base/stream_capture.h"
 
 namespace torch_openreg {
 namespace {
@@ -55,6 +56,9 @@ size_t segmentSizeFor(size_t size) {
 // it. A block allocated inside a kernel is filled at once: that kernel is the
 // stream's running work.
 void poison(const Block& block) {
+  // Not for a stream that captures a graph: the fill would run now, unordered
+  // with the graph's replays (on whatever stream is current then).
+  if (captureUnderway() && captureOf(block.stream) != nullptr) return;
   if (insideKernel()) {
     void* kernelView = nullptr;
     OPENREG_CHECK(orGetKernelPointer(&kernelView, block.pointer));
@@ -145,7 +149,7 @@ Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!pendingFrees_.empty()) collectPendingFrees();
   settleFreedBlocks();
-  PrivatePool* pool = routedPool();
+  PrivatePool* pool = routedPool(stream);
   Block* block = takeFree(size, stream, small, pool);
   if (block == nullptr) {
     block = newSegment(size, stream, small, pool, lock);
@@ -172,7 +176,14 @@ FreeBlocks& BlockPool::freeSet(PrivatePool* pool, bool small) {
   return small ? pool->freeSmall : pool->freeLarge;
 }
 
-PrivatePool* BlockPool::routedPool() {
+PrivatePool* BlockPool::routedPool(orStream_t stream) {
+  // A capturing stream allocates from its graph's pool, whichever thread asks
+  // (autograd launches a backward from its own threads); kernels running on
+  // the worker allocate for themselves, not for the graph.
+  c10::MempoolId_t captured;
+  if (C10_UNLIKELY(captureUnderway()) && !insideKernel() && capturePoolOf(stream, &captured)) {
+    if (PrivatePool* pool = findPool(captured)) return pool;
+  }
   if (C10_LIKELY(threadRoutes.empty())) return nullptr;
   for (auto route = threadRoutes.rbegin(); route != threadRoutes.rend(); ++route) {
     if (route->first == device_) return findPool(route->second);
@@ -250,7 +261,18 @@ void* BlockPool::mallocOrRetry(size_t segmentSize, std::unique_lock<std::mutex>&
   DeviceScope scope(device_);
   void* pointer = tryMalloc(segmentSize);
   if (pointer != nullptr) return pointer;
-  // The cache may hold what is missing: give it back and try once more.
+  // The cache may hold what is missing: give it back and try once more. Not
+  // while the device captures a graph: that waits for the device (CUDA's
+  // allocator skips it during capture too).
+  if (deviceCapturing(device_)) {
+    ++stats_.num_ooms;
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device ",
+                     static_cast<int>(device_), " while a graph is being captured: a new ",
+                     humanBytes(segmentSize),
+                     " segment does not fit, and the allocator cannot release its cached memory "
+                     "during a capture (that waits for the device, as on CUDA). Free tensors or "
+                     "call torch.openreg.empty_cache() before the capture, or capture less.");
+  }
   if (insideKernel()) {
     releaseCacheFromKernel();
   } else {
