@@ -15,6 +15,7 @@
 #include "base/device.h"
 #include "base/python_exit.h"
 #include "base/runtime_check.h"
+#include "base/stream_capture.h"
 #include "base/sync_debug.h"
 #include "engine/compiled_kernel_launch.h"
 #include "engine/fallback.h"
@@ -31,6 +32,7 @@
 #include "integration/memory_history.h"
 #include "integration/profiler.h"
 #include "integration/stream.h"
+#include "python/graph_bindings.h"
 #include "python/process_group_bindings.h"
 #include "python/stream_hold.h"
 #include "python/testing_hooks.h"
@@ -70,6 +72,7 @@ py::object defaultGeneratorObject(c10::DeviceIndex device) {
 }
 
 void synchronizeDevice(c10::DeviceIndex device) {
+  checkDeviceWait(resolveDevice(device), "torch.openreg.synchronize()");
   DeviceScope scope(resolveDevice(device));
   py::gil_scoped_release release;
   OPENREG_CHECK(orDeviceSynchronize());
@@ -229,6 +232,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_openreg;
   m.doc() = "Native part of torch_openreg (use torch.openreg instead).";
   bindProcessGroup(m);
+  bindGraphs(m);
   bindStreamHold(m);
   bindTestingHooks(m);
   m.def("_init", &initialize, "Initialise the device runtime; raises if it cannot be used.");
