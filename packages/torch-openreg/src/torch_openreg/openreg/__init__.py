@@ -16,9 +16,16 @@ from types import TracebackType
 import torch
 
 from .. import _C
-from . import _utils, amp, debug
+from . import _utils, amp, debug, graphs
 from ._fork import _is_in_bad_fork, _lazy_init
 from ._utils import DeviceLike, _get_device_index
+from .graphs import (
+    OpenRegGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 from .memory import (
     MemPool,
     caching_allocator_alloc,
@@ -386,6 +393,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "Event",
     "MemPool",
+    "OpenRegGraph",
     "OutOfMemoryError",
     "Stream",
     "StreamContext",
@@ -410,14 +418,19 @@ __all__ = [
     "get_rng_state",
     "get_rng_state_all",
     "get_sync_debug_mode",
+    "graph",
+    "graph_pool_handle",
+    "graphs",
     "host_memory_stats",
     "host_memory_stats_as_nested_dict",
     "init",
     "initial_seed",
     "is_available",
     "is_bf16_supported",
+    "is_current_stream_capturing",
     "is_initialized",
     "list_gpu_processes",
+    "make_graphed_callables",
     "manual_seed",
     "manual_seed_all",
     "max_memory_allocated",
