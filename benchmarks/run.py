@@ -56,6 +56,7 @@ FAMILIES = (
     "distributed",
     "debug",
     "profiler",
+    "graphs",
 )
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results.json"
 OPS_PROCESSES = 3  # family 1 is pooled over this many fresh processes
@@ -151,6 +152,7 @@ def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> li
         cpu_tax,
         debug_modes,
         distributed,
+        graphs,
         imports,
         memory,
         profiler,
@@ -169,6 +171,7 @@ def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> li
         "cpu-tax": lambda: cpu_tax.run(settings),
         "debug": lambda: debug_modes.run(settings),
         "profiler": lambda: profiler.run(settings),
+        "graphs": lambda: graphs.run(settings),
     }
     return runners[name]()
 
