@@ -603,6 +603,49 @@ def test_export_hooks_write_the_graph(tmp_path):
     assert seen == [graph.graph_id] and destroyed == [{graph.graph_id}]
 
 
+def test_lifecycle_hooks_fire_in_order_and_a_global_hooks_error_is_contained():
+    x = torch.ones(10, device="openreg")
+    warm(lambda: x - 1)
+    events: list[tuple[str, str, bool]] = []
+    names = ("capture_start", "capture_end", "instantiate", "replay_start", "replay_end")
+
+    def failing(graph: openreg.OpenRegGraph) -> None:
+        raise ValueError("a consumer's bug")
+
+    handles = [openreg.graphs.register_graph_replay_start_hook(failing)]
+    for name in names:
+        register = getattr(openreg.graphs, f"register_graph_{name}_hook")
+        handles.append(
+            register(
+                lambda g, n=name: events.append(
+                    ("global", n, openreg.is_current_stream_capturing())
+                )
+            )
+        )
+    graph = openreg.OpenRegGraph(keep_graph=True)  # instantiated by the first replay
+    for name in names:
+        method = "post_instantiate" if name == "instantiate" else name
+        getattr(graph, f"register_{method}_hook")(
+            lambda g, n=name: events.append(("own", n, openreg.is_current_stream_capturing()))
+        )
+    try:
+        with openreg.graph(graph):
+            x - 1
+        graph.replay()
+        graph.replay()
+    finally:
+        for handle in handles:
+            handle.remove()
+    once = [(who, name) for name in names[:3] for who in ("global", "own")]
+    replay = [(who, name) for name in names[3:] for who in ("global", "own")]
+    assert [(who, name) for who, name, _ in events] == once + replay + replay
+    # The capture-start hooks run while the stream captures already.
+    assert [capturing for _, name, capturing in events if name == "capture_start"] == [True, True]
+    graph.register_replay_start_hook(failing)  # a graph's own hooks are its owner's: raises
+    with pytest.raises(ValueError, match="a consumer's bug"):
+        graph.replay()
+
+
 def test_is_current_stream_capturing():
     x = torch.ones(1, device="openreg")
     warm(lambda: x.add_(1))
@@ -706,3 +749,41 @@ def test_make_graphed_callables_refuses_what_it_cannot_graph():
         openreg.make_graphed_callables((module, module), ((torch.randn(2, 4),),))
     with pytest.raises(ValueError, match="openreg tensors"):
         openreg.make_graphed_callables(nn.Linear(4, 4).to("openreg"), (torch.randn(2, 4),))
+
+
+# ---- Memory limits and torch.compile ---------------------------------------------------------
+
+
+def test_running_out_of_memory_during_capture_raises_naming_the_capture():
+    x = torch.ones(10, device="openreg")
+    warm(lambda: x + 1)
+    total = openreg.mem_get_info()[1]
+    # Room for 64 MiB more than is reserved now; the capture then asks for 256 MiB.
+    openreg.set_per_process_memory_fraction((openreg.memory_reserved() + (64 << 20)) / total)
+    try:
+        with pytest.raises(torch.OutOfMemoryError, match="while a graph is being captured"):
+            with openreg.graph(openreg.OpenRegGraph()):
+                x + 1
+                torch.empty(256 << 20, dtype=torch.uint8, device="openreg")
+    finally:
+        openreg.set_per_process_memory_fraction(1.0)
+
+
+def test_compile_reduce_overhead_falls_back_as_on_the_cpu():
+    from torch._dynamo.utils import counters
+
+    skips = {}
+    for device in ("cpu", "openreg"):
+        torch._dynamo.reset()
+        counters.clear()
+        torch.manual_seed(0)
+        model = nn.Linear(16, 4).to(device)
+        compiled = torch.compile(model, mode="reduce-overhead")
+        x = torch.randn(8, 16).to(device)
+        for _ in range(2):
+            out = compiled(x)
+        torch.testing.assert_close(out.detach().cpu(), model(x).detach().cpu())
+        skips[device] = counters["inductor"]["cudagraph_skips"]
+    torch._dynamo.reset()
+    # Inductor skips CUDA graphs for both devices (openreg is not in its fixed device list).
+    assert skips == {"cpu": 1, "openreg": 1}
