@@ -31,6 +31,7 @@ from torch.utils import _pytree
 from torch.utils.hooks import RemovableHandle
 
 from .. import _C
+from .devices import current_device, synchronize
 from .memory import MemPool, empty_cache
 from .streams import Stream, StreamContext, current_stream
 
@@ -306,7 +307,7 @@ class graph:
         capture_error_mode: str = "global",
     ) -> None:
         if stream is None:
-            device = torch.openreg.current_device()
+            device = current_device()
             stream = self._default_capture_streams.setdefault(device, Stream(device))
         self.openreg_graph = openreg_graph
         self.pool = _pool_id(pool)
@@ -315,7 +316,7 @@ class graph:
         self.stream_ctx = StreamContext(stream)
 
     def __enter__(self) -> None:
-        torch.openreg.synchronize()
+        synchronize()
         if torch.compiler.config.force_cudagraph_gc:
             gc.collect()
         empty_cache()
@@ -551,9 +552,9 @@ def make_graphed_callables(
         )
     mode = _check_mode(capture_error_mode)
     captured = [_Captured(func, args) for func, args in zip(all_callables, all_args, strict=True)]
-    torch.openreg.synchronize()
+    synchronize()
     _warm_up(captured, num_warmup_iters, allow_unused_input)
-    torch.openreg.synchronize()
+    synchronize()
 
     shared_pool = graph_pool_handle() if pool is None else _pool_id(pool)
     # Forwards in the order they run, then backwards in reverse, as a training step runs them:
