@@ -751,7 +751,7 @@ def test_make_graphed_callables_refuses_what_it_cannot_graph():
         openreg.make_graphed_callables(nn.Linear(4, 4).to("openreg"), (torch.randn(2, 4),))
 
 
-# ---- Memory limits and torch.compile ---------------------------------------------------------
+# ---- Memory limits, torch.compile, exit ------------------------------------------------------
 
 
 def test_running_out_of_memory_during_capture_raises_naming_the_capture():
@@ -787,3 +787,24 @@ def test_compile_reduce_overhead_falls_back_as_on_the_cpu():
     torch._dynamo.reset()
     # Inductor skips CUDA graphs for both devices (openreg is not in its fixed device list).
     assert skips == {"cpu": 1, "openreg": 1}
+
+
+def test_exiting_during_a_capture_discards_it_with_a_note(run_python):
+    result = run_python(
+        """
+        import torch
+        import torch_openreg
+        x = torch.ones(10, device="openreg")
+        x + 1  # warm-up
+        graph = torch.openreg.OpenRegGraph()
+        with torch.openreg.stream(torch.openreg.Stream()):
+            graph.capture_begin()
+            x + 1
+        print("exiting", flush=True)
+        """
+    )
+    # The exit path ends the capture before it synchronizes: no error is pending.
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "exiting"
+    assert "a graph capture begun on stream 1 of openreg:0 was still underway" in result.stderr
+    assert "pending" not in result.stderr

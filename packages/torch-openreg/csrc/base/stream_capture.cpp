@@ -256,6 +256,24 @@ CapturedGraph endStreamCapture(const std::shared_ptr<StreamCapture>& capture) {
   return capture->finish();
 }
 
+std::vector<c10::Stream> abandonStreamCaptures() {
+  CaptureRegistry& registry = CaptureRegistry::get();
+  std::vector<std::shared_ptr<StreamCapture>> captures;
+  {
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    captures.swap(registry.captures);
+    registry.streams.clear();
+    registry.events.clear();
+    registry.publishCount();
+  }
+  std::vector<c10::Stream> origins;
+  for (const std::shared_ptr<StreamCapture>& capture : captures) {
+    capture->invalidate("openreg: the program exited while the capture was underway");
+    origins.push_back(capture->origin);
+  }
+  return origins;
+}
+
 std::shared_ptr<StreamCapture> captureOf(orStream_t stream) {
   if (!captureUnderway()) return nullptr;
   CaptureRegistry& registry = CaptureRegistry::get();

@@ -140,6 +140,12 @@ std::shared_ptr<StreamCapture> beginStreamCapture(const c10::Stream& stream, orS
 // that joined it was not joined back into the first one.
 CapturedGraph endStreamCapture(const std::shared_ptr<StreamCapture>& capture);
 
+// At exit, before the exit path synchronizes the devices: ends every capture
+// still underway, discarding what it recorded (no replay can follow), so the
+// last synchronization does not conflict with it. Returns the streams those
+// captures began on. A graph that owned one finds it invalid.
+std::vector<c10::Stream> abandonStreamCaptures();
+
 // The capture `stream` records into (null: it runs its work).
 std::shared_ptr<StreamCapture> captureOf(orStream_t stream);
 // The pool allocations on `stream` come from while it captures (false: none).

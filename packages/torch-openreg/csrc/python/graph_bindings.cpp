@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "base/stream_capture.h"
 #include "integration/graph.h"
 
 namespace py = pybind11;
@@ -121,6 +122,17 @@ void bindGraphs(py::module& m) {
       "A new graph memory pool id (torch.openreg.graph_pool_handle).");
   m.def("_is_current_stream_capturing", &currentStreamCapturing,
         "Whether the current stream of the current openreg device is capturing a graph.");
+  m.def(
+      "_abandon_graph_captures",
+      [] {
+        py::list origins;
+        for (const c10::Stream& stream : abandonStreamCaptures()) {
+          origins.append(py::make_tuple(stream.device_index(), stream.id()));
+        }
+        return origins;
+      },
+      "At exit: end the graph captures still underway, discarding them; the (device, stream "
+      "id) each began on.");
   m.def("_register_graph_impl", &registerGraphImplementation,
         "Register openreg's graphs for torch.accelerator.Graph (after the backend rename).");
 }

@@ -136,6 +136,7 @@ class _StreamHold:
         Whether the hold let the stream go by itself (never released).
         """
 
+def _abandon_graph_captures() -> list[tuple[int, int]]: ...
 def _autocast_policy() -> list[tuple[str, str]]: ...
 def _caching_allocator_alloc(
     arg0: typing.SupportsInt | typing.SupportsIndex,
