@@ -144,9 +144,9 @@ c10::intrusive_ptr<c10d::Work> CollectiveIssuer::callGloo(
     const c10::intrusive_ptr<OpenRegWork>& work, const GlooCall& call,
     std::exception_ptr& refused) {
   if (failure_) {
-    refused = distError(prefix() + work->description() +
-                        " was not started: an earlier collective failed (" + messageOf(failure_) +
-                        ")");
+    refused =
+        distError(prefix() + work->description() +
+                  " was not started: an earlier collective failed (" + messageOf(failure_) + ")");
   } else if (gloo_ == nullptr) {
     refused = distError(prefix() + work->description() +
                         " was not started: the process group was destroyed first");
