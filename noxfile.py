@@ -290,6 +290,8 @@ def lint(session: nox.Session) -> None:
     session.run("mypy")
     # The binding's C++ layers: includes point downward only.
     session.run("python", "tools/check_layers.py")
+    # Stream work is enqueued only through the engine's launch path.
+    session.run("python", "tools/check_launch_path.py")
     # pytest from the repository root: no two test modules may share a base name.
     session.run("python", "tools/check_test_names.py")
 

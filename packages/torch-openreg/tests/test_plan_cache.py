@@ -123,3 +123,23 @@ def test_a_storage_shrunk_below_its_tensor_is_refused_not_read(run_python):
     assert "storage holds only 0 bytes" in result.stdout
     assert "resize_()" in result.stdout
     assert result.stdout.strip().endswith("3.0")
+
+
+def test_a_host_storage_shrunk_below_its_tensor_is_refused_not_read(run_python):
+    # A copy that moves bytes unchanged is a runtime copy, which cannot check host
+    # memory itself: the binding checks both sides' storages before it.
+    result = run_python(
+        """
+        import torch, torch_openreg
+        t = torch.ones(4)
+        t.untyped_storage().resize_(0)
+        try:
+            t.to("openreg")
+        except RuntimeError as error:
+            print("refused:", error)
+        print(torch.ones(3, device="openreg").sum().item())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "storage holds only 0 bytes" in result.stdout
+    assert result.stdout.strip().endswith("3.0")

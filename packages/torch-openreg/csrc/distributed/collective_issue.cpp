@@ -32,18 +32,6 @@ c10::intrusive_ptr<c10::ivalue::Future> futureOf(c10d::Work& work) {
   }
 }
 
-std::string messageOf(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const c10::Error& error) {
-    return error.what_without_backtrace();
-  } catch (const std::exception& error) {
-    return error.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
 std::exception_ptr distError(const std::string& message) {
   return std::make_exception_ptr(
       c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message));

@@ -1,76 +1,39 @@
-// functional_kernel.cpp — planning and launch of functional native kernels.
+// functional_kernel.cpp — launching a functional native kernel.
+//
+// One call, in the engine's order: where it runs (launch_context), its plan
+// (function_plan, plan), then either the synchronous run (synchronous_run) or,
+// here, the asynchronous launch: the outputs are allocated on the device
+// (tensor_layout), the CPU aliases recorded for the worker (kernel_context),
+// and f launched (kernel_launch). On the worker, f runs on the aliases and its
+// results land in the outputs (OutputReservations, kernel_allocator.h).
 #include "engine/functional_kernel.h"
 
-#include <exception>
 #include <memory>
 #include <utility>
 
+#include "engine/function_plan.h"
 #include "engine/kernel_allocator.h"
 #include "engine/kernel_context.h"
 #include "engine/kernel_launch.h"
-#include "engine/meta_shadow.h"
-#include "engine/plan.h"
+#include "engine/synchronous_run.h"
+#include "engine/tensor_layout.h"
 
 namespace torch_openreg {
-namespace {
-
-void planFunctionOnMeta(const std::vector<at::Tensor>& inputs, const TensorFunction& function,
-                        Plan& plan) {
-  MetaShadows shadows;
-  std::vector<at::Tensor> metaInputs;
-  metaInputs.reserve(inputs.size());
-  for (const at::Tensor& input : inputs) metaInputs.push_back(shadows.shadow(input));
-  try {
-    for (const at::Tensor& output : function(metaInputs)) {
-      plan.results.push_back(Plan::Result{-1, TensorLayout::of(output)});
-    }
-  } catch (const std::exception&) {
-    plan.makeSynchronous();  // no meta form: the synchronous run raises real errors
-  }
-}
-
-std::vector<at::Tensor> runNow(const LaunchSpec& spec, const std::vector<at::Tensor>& inputs,
-                               const TensorFunction& function) {
-  std::vector<at::Tensor> results;
-  runOnDevice(spec, [&] {
-    KernelContext context(spec.context.device);
-    std::vector<at::Tensor> aliases;
-    aliases.reserve(inputs.size());
-    for (const at::Tensor& input : inputs) aliases.push_back(context.alias(input));
-    for (const at::Tensor& result : function(aliases)) results.push_back(context.adopt(result));
-  });
-  recordLaunchResults(spec, results);
-  return results;
-}
-
-std::vector<at::Tensor> runFirstCall(const LaunchSpec& spec, const std::vector<at::Tensor>& inputs,
-                                     const TensorFunction& function, const PlanTicket& ticket) {
-  std::vector<at::Tensor> results = runNow(spec, inputs, function);
-  const std::vector<c10::IValue> values(results.begin(), results.end());
-  confirmPlan(ticket, values, {});
-  return results;
-}
-
-}  // namespace
 
 std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at::Tensor> inputs,
                                          TensorFunction function,
                                          const FunctionSignature& signature) {
-  const PlanTicket ticket =
-      lookUpPlan(PlanKey::forFunction(signature.name, signature.parameters, inputs),
-                 [&](Plan& plan) { planFunctionOnMeta(inputs, function, plan); });
-  const LaunchContext launch = LaunchContext::forDevice(device);
-  LaunchSpec spec{launch, signature.name, inputs};
-  if (ticket.firstCall()) return runFirstCall(spec, inputs, function, ticket);
-  if (ticket.plan->synchronous) return runNow(spec, inputs, function);
+  LaunchSpec spec{LaunchContext::forDevice(device), signature.name, inputs};
+  const PlanTicket ticket = planFunctionCall(signature, inputs, function);
+  if (ticket.runsNow()) return runFunctionNow(spec, inputs, function, ticket);
 
   // The aliases are made on the worker (DeferredAliases): inputs, then outputs.
   std::shared_ptr<const Plan> plan = ticket.plan;
-  DeferredAliases aliases;
   std::vector<at::Tensor> outputs;
+  DeferredAliases aliases;
   for (const at::Tensor& input : inputs) aliases.record(input);
   for (const Plan::Result& result : plan->results) {
-    outputs.push_back(emptyWithLayout(result.layout, launch));
+    outputs.push_back(emptyWithLayout(result.layout, spec.context));
     aliases.record(outputs.back());
   }
   spec.writes = outputs;

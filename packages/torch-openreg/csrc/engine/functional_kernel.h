@@ -11,20 +11,11 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <functional>
 #include <vector>
 
+#include "engine/tensor_function.h"
+
 namespace torch_openreg {
-
-using TensorFunction = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
-
-// What identifies f apart from its tensor inputs: a name (a string literal:
-// its address is the identity) and every other value its result layouts
-// depend on (strides, paddings, flags, ...).
-struct FunctionSignature {
-  const char* name;
-  std::vector<int64_t> parameters;
-};
 
 // Undefined inputs are passed through as undefined; undefined results stay
 // undefined.

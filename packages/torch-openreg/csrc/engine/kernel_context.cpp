@@ -34,9 +34,8 @@ at::Tensor makeLike(c10::Storage storage, c10::DispatchKey backend, const at::Te
   return tensorOver(std::move(storage), backend, layout);
 }
 
-// A kernel reads every element a tensor's layout reaches: its storage must
-// hold them (a storage resized below its tensors' needs would send the kernel
-// outside the allocation).
+}  // namespace
+
 void checkStorageCovers(const at::Tensor& tensor) {
   if (tensor.is_nested() || tensor.numel() == 0) return;
   const size_t needed = at::detail::computeStorageNbytes(
@@ -49,7 +48,11 @@ void checkStorageCovers(const at::Tensor& tensor) {
               "with tensor.resize_() or give it a storage large enough");
 }
 
-}  // namespace
+bool KernelContext::isSparse(const at::Tensor& tensor) {
+  const c10::Layout layout = tensor.layout();
+  return layout == c10::kSparse || layout == c10::kSparseCsr || layout == c10::kSparseCsc ||
+         layout == c10::kSparseBsr || layout == c10::kSparseBsc;
+}
 
 KernelContext::AliasedStorage& KernelContext::aliasStorage(const c10::Storage& original) {
   if (AliasedStorage* found = byOriginal_.find(original.unsafeGetStorageImpl())) return *found;
@@ -73,8 +76,8 @@ at::Tensor KernelContext::alias(const at::Tensor& tensor) {
               "openreg supports strided, nested and sparse tensors only, got ", tensor.layout());
   if (at::Tensor* cached = aliasOfTensor_.find(tensor.unsafeGetTensorImpl())) return *cached;
   checkStorageCovers(tensor);
-  at::Tensor created =
-      makeLike(aliasStorage(tensor.storage()).alias, c10::DispatchKey::CPU, tensor);
+  const c10::Storage& storage = aliasStorage(tensor.storage()).alias;
+  at::Tensor created = makeLike(storage, c10::DispatchKey::CPU, tensor);
   return aliasOfTensor_.insert(tensor.unsafeGetTensorImpl(), std::move(created));
 }
 

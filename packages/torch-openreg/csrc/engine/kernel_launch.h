@@ -20,6 +20,8 @@
 // result the caller needs: it waits, and rethrows with the original type.
 #pragma once
 
+#include <openreg.h>
+
 #include <c10/core/Stream.h>
 
 #include <functional>
@@ -34,6 +36,15 @@ void launchOnDevice(const LaunchSpec& spec, std::function<void()> body);
 // Runs `body` on the spec's stream after all work queued there, waits for
 // it, and rethrows its exception (if any) on the caller.
 void runOnDevice(const LaunchSpec& spec, const std::function<void()>& body);
+
+// A byte copy the runtime makes itself (orMemcpyAsync) on the spec's stream,
+// with the checks and the record every launch gets; `afterCopy` (if any) runs
+// on the worker once the copy has, and is destroyed there (what the copy's
+// memory needs to stay alive for). Returns once the copy is done when the
+// spec says the host waits (or OPENREG_LAUNCH_BLOCKING=1), or when the runtime
+// makes it synchronous (pageable host memory), as orMemcpyAsync does.
+void copyOnStream(const LaunchSpec& spec, void* destination, const void* source, size_t bytes,
+                  orMemcpyKind kind, std::function<void()> afterCopy = nullptr);
 
 // The tensors a synchronous launch wrote that were only known once it ran
 // (its new results), for the race detector.

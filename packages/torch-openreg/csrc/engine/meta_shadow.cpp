@@ -1,6 +1,8 @@
 // meta_shadow.cpp — data-free stand-ins of openreg tensors.
 #include "engine/meta_shadow.h"
 
+#include <utility>
+
 #include "engine/tensor_layout.h"
 
 namespace torch_openreg {
@@ -19,7 +21,8 @@ c10::Storage MetaShadows::storageFor(const c10::Storage& original) {
 
 at::Tensor MetaShadows::shadow(const at::Tensor& tensor) {
   if (!tensor.defined()) return tensor;
-  return tensorOver(storageFor(tensor.storage()), c10::DispatchKey::Meta, tensor);
+  c10::Storage meta = storageFor(tensor.storage());
+  return tensorOver(std::move(meta), c10::DispatchKey::Meta, tensor);
 }
 
 bool MetaShadows::aliasesShadow(const at::Tensor& result) const {

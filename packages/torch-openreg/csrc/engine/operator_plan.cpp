@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/sync_debug.h"
 #include "engine/fallback_arguments.h"
 #include "engine/meta_shadow.h"
 #include "engine/out_variant.h"
@@ -114,9 +115,46 @@ void planOperatorOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue
   if (plan.newOutputCount() > 0 && !mutatesArguments(schema)) plan.outVariant = outVariantOf(op);
 }
 
+namespace {
+
+// Advanced indexing synchronizes on CUDA only when an index is a boolean
+// mask (it becomes nonzero's result); integer indices do not.
+bool indexesWithMask(const c10::ArrayRef<c10::IValue> arguments) {
+  if (arguments.size() < 2 || !arguments[1].isList()) return false;
+  for (const c10::IValue& index : arguments[1].toListRef()) {
+    if (!index.isTensor()) continue;
+    const c10::ScalarType type = index.toTensor().scalar_type();
+    if (type == c10::kBool || type == c10::kByte) return true;
+  }
+  return false;
+}
+
+// Operators whose results need the device's data on the host — a value
+// (.item(), equal) or a size (nonzero, masked_select, unique): ATen tags them,
+// and they synchronize on CUDA too. Other synchronous plans (views, operators
+// without a meta kernel, first calls) are this backend's choice, not a
+// synchronization the program asked for.
+bool resultNeedsDeviceData(const c10::OperatorHandle& op,
+                           const c10::ArrayRef<c10::IValue> arguments) {
+  const std::string& name = op.schema().name();
+  if (name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||
+      name == "aten::_index_put_impl_") {
+    return indexesWithMask(arguments);
+  }
+  return op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output);
+}
+
+}  // namespace
+
+std::string dataDependentSynchronization(const c10::OperatorHandle& op,
+                                         const c10::ArrayRef<c10::IValue> arguments) {
+  if (syncDebugMode() == SyncDebugMode::Default || !resultNeedsDeviceData(op, arguments)) return {};
+  return op.schema().operator_name().name + " (its result depends on tensor data)";
+}
+
 PlanTicket planOperatorCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments) {
-  return lookUpPlan(PlanKey::forOperator(op, arguments),
-                    [&](Plan& plan) { planOperatorOnMeta(op, arguments, plan); });
+  const MetaPlanner planner = [&](Plan& plan) { planOperatorOnMeta(op, arguments, plan); };
+  return lookUpPlan(PlanKey::forOperator(op, arguments), planner);
 }
 
 }  // namespace torch_openreg

@@ -10,6 +10,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <string>
+
 #include "engine/plan.h"
 
 namespace torch_openreg {
@@ -20,5 +22,14 @@ void planOperatorOnMeta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue
 
 // The plan for calling `op` with `arguments` (cached; see plan.h).
 PlanTicket planOperatorCall(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments);
+
+// What the sync debug mode calls this call if it synchronizes on CUDA too:
+// its result needs the device's data on the host — a value (.item(), equal)
+// or a size (nonzero, masked_select, unique, indexing with a mask). Empty
+// otherwise, and whenever the mode is off: other synchronous runs (views,
+// operators without a meta kernel, first calls) are this backend's choice,
+// not a synchronization the program asked for.
+std::string dataDependentSynchronization(const c10::OperatorHandle& op,
+                                         c10::ArrayRef<c10::IValue> arguments);
 
 }  // namespace torch_openreg

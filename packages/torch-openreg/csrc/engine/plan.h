@@ -98,6 +98,9 @@ struct PlanTicket {
   PlanKey key;
 
   bool firstCall() const { return plan == nullptr; }
+  // Whether the call runs synchronously (synchronous_run.h): a first call, or
+  // a plan that cannot tell the outputs ahead.
+  bool runsNow() const { return firstCall() || plan->synchronous; }
 };
 
 // Fills a new plan by running the call on meta shadows; makes it synchronous

@@ -83,11 +83,13 @@ def device_count() -> int:
 
 def current_device() -> int:
     """Index of the calling thread's current openreg device."""
+    _lazy_init()
     return _C._get_device()
 
 
 def set_device(device: DeviceLike) -> None:
     """Make ``device`` the calling thread's current openreg device."""
+    _lazy_init()
     index = _get_device_index(device, optional=True)
     if index >= 0:
         _C._set_device(index)
@@ -95,6 +97,7 @@ def set_device(device: DeviceLike) -> None:
 
 def synchronize(device: DeviceLike = None) -> None:
     """Wait for all work on all streams of ``device`` (default: current device)."""
+    _lazy_init()
     _C._synchronize(_get_device_index(device, optional=True))
 
 
@@ -114,6 +117,7 @@ def init() -> None:
 
 
 def _checked_index(device: DeviceLike) -> int:
+    _lazy_init()
     index = _get_device_index(device, optional=True)
     count = device_count()
     if not 0 <= index < count:
@@ -353,6 +357,7 @@ class device:
         self.prev_idx = -1
 
     def __enter__(self) -> None:
+        _lazy_init()
         self.prev_idx = _C._exchange_device(self.idx)
 
     def __exit__(

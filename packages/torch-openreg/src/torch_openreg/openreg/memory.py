@@ -19,10 +19,17 @@ from typing import Any
 import torch
 
 from .. import _C
+from ._fork import _lazy_init
 from ._utils import DeviceLike, _get_device_index
 
 
 def _index(device: DeviceLike) -> int:
+    """The device a memory call is about.
+
+    Raises, as every device call does, in a child forked after the parent used a
+    device: the allocator's state there is the parent's, copied by ``fork``.
+    """
+    _lazy_init()
     return _get_device_index(device, optional=True)
 
 
@@ -87,6 +94,7 @@ def reset_accumulated_memory_stats(device: DeviceLike = None) -> None:
 
 def empty_cache() -> None:
     """Return cached device memory to the runtime."""
+    _lazy_init()
     torch.accelerator.empty_cache()
 
 
@@ -146,6 +154,7 @@ def caching_allocator_alloc(
 
 def caching_allocator_delete(mem_ptr: int) -> None:
     """Free memory allocated with :func:`caching_allocator_alloc` (stream-ordered)."""
+    _lazy_init()
     _C._caching_allocator_delete(mem_ptr)
 
 
@@ -173,6 +182,7 @@ class MemPool(_C._MemPool):
             raise ValueError(
                 "openreg has no pluggable allocators: create MemPool with allocator=None"
             )
+        _lazy_init()
         super().__init__(use_on_oom, no_split)
 
     @property

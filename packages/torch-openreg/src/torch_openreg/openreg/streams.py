@@ -13,6 +13,7 @@ from types import TracebackType
 import torch
 
 from .. import _C
+from ._fork import _lazy_init
 from ._utils import DeviceLike, _get_device_index
 
 
@@ -25,6 +26,7 @@ class Stream(torch.Stream):
     """
 
     def __new__(cls, device: DeviceLike = None, priority: int = 0, **kwargs: int) -> Stream:
+        _lazy_init()  # a stream of the parent's device cannot run anything in a forked child
         if {"stream_id", "device_index", "device_type"} <= kwargs.keys():
             return super().__new__(cls, **kwargs)
         index = _get_device_index(device, optional=True)
@@ -62,6 +64,7 @@ class Event(torch.Event):
                 "openreg events cannot be shared between processes (interprocess=True); "
                 "synchronize in the process that records the event"
             )
+        _lazy_init()
         return super().__new__(
             cls,
             device=torch.device("openreg"),
@@ -112,6 +115,7 @@ class StreamContext:
     def __enter__(self) -> torch.Stream | None:
         if self.stream is None:
             return None
+        _lazy_init()
         self._previous_device = _C._exchange_device(self.stream.device_index)
         self._previous_stream = torch.accelerator.current_stream(self.stream.device_index)
         torch.accelerator.set_stream(self.stream)
