@@ -236,14 +236,13 @@ void launchOnDevice(const LaunchSpec& spec, std::function<void()> body) {
   reclaimFinishedLaunches();
   DeviceActivityKindScope profiledAs(spec.activity, spec.activityLabel);
   LaunchRecording recording(context.stream);
-  auto* launch =
-      new Launch{reportingCompletion(std::move(body), races.completion()),
-                 context.stream,
-                 c10::InferenceMode::is_enabled(),
-                 spec.kernelEnvironment,
-                 recording.take(),
-                 spec.operation,
-                 spec.operation.borrowsText() ? spec.operation.str() : std::string()};
+  auto* launch = new Launch{reportingCompletion(std::move(body), races.completion()),
+                            context.stream,
+                            c10::InferenceMode::is_enabled(),
+                            spec.kernelEnvironment,
+                            recording.take(),
+                            spec.operation,
+                            spec.operation.borrowsText() ? spec.operation.str() : std::string()};
   const orError_t status = orLaunchHostFunc(context.handle, &runLaunch, launch);
   if (status != orSuccess) delete launch;
   OPENREG_CHECK(status);

@@ -138,6 +138,23 @@ def stream(stream: torch.Stream | None) -> StreamContext:
     return StreamContext(stream)
 
 
+_MAX_SLEEP_MS = 86_400_000  # one day, as openreg_runtime.Stream.sleep
+
+
+def _sleep(milliseconds: float, device: DeviceLike = None) -> None:
+    """Enqueue a kernel that only waits, on the current stream (like torch.cuda._sleep).
+
+    ``milliseconds`` is a number from 0 to 86400000 (one day); anything else
+    (negative, NaN, infinite, huge) is a ValueError.
+    """
+    if not (0 <= milliseconds <= _MAX_SLEEP_MS):  # also false for NaN
+        raise ValueError(
+            f"_sleep: the duration must be a number of milliseconds from 0 to {_MAX_SLEEP_MS} "
+            f"(one day), got {milliseconds!r}"
+        )
+    _C._sleep(_get_device_index(device, optional=True), round(milliseconds * 1000))
+
+
 __all__ = [
     "Event",
     "Stream",
