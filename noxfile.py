@@ -163,6 +163,7 @@ SANITIZED_BINDING_TESTS = (
             "test_processes.py",
             "test_distributed.py",
             "test_distributed_worlds.py",
+            "test_exit_path.py",
         )
     ),
     *(
