@@ -177,9 +177,10 @@ SANITIZED_BINDING_TESTS = (
         )
     ),
 )
-# Left out under the sanitizers (they run in `binding` and `checked`): 150 rounds of the
-# same mask indexing on 4M elements, which other kernel-allocation tests cover path for
-# path; alone 2-3 minutes under ASan on 2 cores.
+# Left out under the sanitizers (it runs in `binding` and `checked`): 150 rounds of mask
+# indexing, nonzero and unique on 4M elements, 2-3 minutes under ASan on 2 cores; the
+# same operations run in steady loops on 50k elements in the same file
+# (test_a_steady_loop_reserves_at_most_twice_its_peak_plus_a_segment).
 SANITIZE_DESELECTED = (
     "--deselect=packages/torch-openreg/tests/test_kernel_allocations.py::"
     "test_mask_indexing_runs_on_a_small_device_without_running_out",
