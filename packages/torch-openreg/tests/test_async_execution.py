@@ -315,6 +315,9 @@ def test_cross_device_copy_is_ordered_with_the_current_side_streams():
     source = torch.full((100,), 5.0, device="openreg:0")
     destination = torch.arange(100.0, device="openreg:1")
     side = torch.openreg.Stream(device=1)
+    # As on CUDA: work on ``side`` may use what device 1's current stream made only
+    # after waiting for it (OPENREG_DEBUG=races reports the race otherwise).
+    side.wait_stream(torch.openreg.current_stream(1))
     with torch.openreg.stream(side):
         warm(lambda: destination * 1, lambda: destination.copy_(destination))
         with held_stream(side):

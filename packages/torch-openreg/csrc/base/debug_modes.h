@@ -11,6 +11,8 @@
 // installs, so includes still point downward only.
 #pragma once
 
+#include <openreg.h>
+
 #include <c10/core/Device.h>
 #include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
@@ -81,7 +83,8 @@ class StreamOrderObserver {
   virtual void eventSynchronized(const void* event) = 0;
   virtual void streamSynchronized(const c10::Stream& stream) = 0;
   virtual void deviceSynchronized(c10::DeviceIndex device) = 0;
-  virtual void memoryAllocated(const void* pointer, size_t bytes) = 0;
+  // `stream`: the stream the memory is allocated for (its new owner's).
+  virtual void memoryAllocated(const void* pointer, size_t bytes, orStream_t stream) = 0;
   virtual void memoryFreed(const void* pointer) = 0;
   virtual void streamRecorded(const void* pointer, const c10::Stream& stream) = 0;
   // The event (or another handle recorded like one, such as a collective's
