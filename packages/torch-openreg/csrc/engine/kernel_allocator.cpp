@@ -87,23 +87,23 @@ class KernelOutputAllocator final : public c10::Allocator {
   c10::Allocator* cpu_;
 };
 
-std::atomic<bool> installed{false};
+std::atomic<bool> cpuAllocatorWrapped{false};
 
 }  // namespace
 
-bool kernelAllocatorInstalled() { return installed.load(std::memory_order_acquire); }
+bool kernelAllocatorInstalled() { return cpuAllocatorWrapped.load(std::memory_order_acquire); }
 
 void installKernelAllocator() {
-  if (installed.load(std::memory_order_acquire)) return;
+  if (cpuAllocatorWrapped.load(std::memory_order_acquire)) return;
   static std::mutex installing;
   std::lock_guard<std::mutex> lock(installing);
-  if (installed.load(std::memory_order_relaxed)) return;
+  if (cpuAllocatorWrapped.load(std::memory_order_relaxed)) return;
   // Priority 1 outranks the default CPU allocator (registered with 0).
   c10::Allocator* cpu = c10::GetCPUAllocator();
   cpuRawDeleter = cpu->raw_deleter();
   static auto* wrapper = new KernelOutputAllocator(cpu);
   c10::SetCPUAllocator(wrapper, /*priority=*/1);
-  installed.store(true, std::memory_order_release);
+  cpuAllocatorWrapped.store(true, std::memory_order_release);
 }
 
 KernelAllocationScope::KernelAllocationScope(c10::DeviceIndex device) : previous_(kernelDevice) {
