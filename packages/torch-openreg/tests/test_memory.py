@@ -370,6 +370,7 @@ def test_out_of_memory(run_python):
     assert "device 1" in lines["oom1"]
 
 
+@pytest.mark.child_interpreters
 def test_pinned_out_of_memory_names_the_sizes_and_the_fix(run_python):
     result = run_python(
         """

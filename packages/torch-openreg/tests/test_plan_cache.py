@@ -106,6 +106,7 @@ def test_capacity_must_be_positive():
         torch_openreg._C._set_plan_cache_capacity(0)
 
 
+@pytest.mark.child_interpreters
 def test_a_storage_shrunk_below_its_tensor_is_refused_not_read(run_python):
     result = run_python(
         """
@@ -125,6 +126,7 @@ def test_a_storage_shrunk_below_its_tensor_is_refused_not_read(run_python):
     assert result.stdout.strip().endswith("3.0")
 
 
+@pytest.mark.child_interpreters
 def test_a_host_storage_shrunk_below_its_tensor_is_refused_not_read(run_python):
     # A copy that moves bytes unchanged is a runtime copy, which cannot check host
     # memory itself: the binding checks both sides' storages before it.
