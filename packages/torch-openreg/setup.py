@@ -1,11 +1,22 @@
 """Builds torch_openreg._C, the one extension module of the binding.
 
 Metadata lives in pyproject.toml. The extension is compiled with ninja
-(parallel translation units) against the torch found in the build environment,
-and linked by soname against libopenreg.so from openreg-runtime, whose header
-``openreg.h`` is the only interface used. At run time, ``torch_openreg``
-loads the runtime library through ``openreg_runtime.load_library()`` before
-importing ``_C``, so no rpath or absolute path is recorded.
+(parallel translation units) against the torch found in the build environment
+and against the runtime's C header ``openreg.h``, the binding's only contract
+with openreg-runtime. It is not linked against ``libopenreg.so``: the runtime's
+``or*`` symbols stay undefined in ``_C`` and are bound when ``_C`` is imported,
+because ``torch_openreg`` first loads the library globally through
+``openreg_runtime.load_library()``. So building the binding needs the header
+only, never a built runtime, and no rpath or absolute path is recorded.
+
+The header is taken from the first of (see ``runtime_include_dir``):
+
+1. the runtime's sources next to this package in a checkout
+   (``uv sync``, ``uv build``, ``pip install <checkout>/packages/torch-openreg``);
+2. this sdist's copy (``include/openreg.h``, written when the sdist is made, so a
+   wheel built from the sdist needs nothing else);
+3. an installed openreg-runtime, located without importing it (importing would
+   load its library), e.g. ``pip install --no-build-isolation`` of this folder alone.
 """
 
 from __future__ import annotations
@@ -15,17 +26,48 @@ import os
 # A previously installed autoload shim must not load the package being built.
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
+import importlib.util
+import shutil
 from pathlib import Path
 
 import torch
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 from torch.utils.cpp_extension import BuildExtension, CppExtension
-
-import openreg_runtime
 
 HERE = Path(__file__).parent.resolve()
 BUILD_INFO = "src/torch_openreg/_build_info.py"
+HEADER = "openreg.h"
+CHECKOUT_INCLUDE = HERE.parent / "openreg-runtime" / "src" / "openreg_runtime" / "include"
+# Where the sdist keeps its copy of the header (relative to the sdist's root).
+SDIST_INCLUDE = "include"
+
+
+def installed_runtime_include() -> Path | None:
+    """The include directory of an installed openreg_runtime, found without importing it."""
+    spec = importlib.util.find_spec("openreg_runtime")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "include"
+
+
+def runtime_include_dir() -> Path:
+    """The directory holding the runtime's ``openreg.h``; a clear error if there is none."""
+    candidates = [CHECKOUT_INCLUDE, HERE / SDIST_INCLUDE]
+    installed = installed_runtime_include()
+    if installed is not None:
+        candidates.append(installed)
+    for directory in candidates:
+        if (directory / HEADER).is_file():
+            return directory
+    searched = ", ".join(str(directory / HEADER) for directory in candidates)
+    raise SystemExit(
+        f"torch-openreg cannot be built: the OpenReg runtime header {HEADER} was not found "
+        f"(looked for {searched}). Build from a checkout of the OpenReg repository (the "
+        "runtime's sources next to packages/torch-openreg), from the torch-openreg sdist, or "
+        "install openreg-runtime into the build environment first."
+    )
 
 
 class BuildPyWithBuildInfo(build_py):
@@ -39,11 +81,21 @@ class BuildPyWithBuildInfo(build_py):
         super().run()
 
 
+class SdistWithRuntimeHeader(sdist):
+    """Puts the runtime's header into the sdist, so its wheel builds from it alone."""
+
+    def make_release_tree(self, base_dir: str, files: list[str]) -> None:
+        super().make_release_tree(base_dir, files)
+        target = Path(base_dir) / SDIST_INCLUDE
+        target.mkdir(exist_ok=True)
+        shutil.copyfile(runtime_include_dir() / HEADER, target / HEADER)
+
+
 sources = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").rglob("*.cpp"))
 
 # TORCH_OPENREG_SANITIZE=address,undefined,... builds _C instrumented, for
 # `nox -s sanitize`; unset for normal builds. (Not OPENREG_SANITIZE, which
-# instruments the runtime: the runtime this build imports must stay plain.)
+# instruments the runtime, a separate build.)
 SANITIZE = os.environ.get("TORCH_OPENREG_SANITIZE", "").strip()
 SANITIZER_FLAGS = (
     [f"-fsanitize={SANITIZE}", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
@@ -60,11 +112,9 @@ setup(
             # includes Kineto's headers by bare name (integration/profiler.cpp).
             include_dirs=[
                 str(HERE / "csrc"),
-                openreg_runtime.get_include(),
+                str(runtime_include_dir()),
                 str(Path(torch.__file__).parent / "include" / "kineto"),
             ],
-            library_dirs=[openreg_runtime.get_library_dir()],
-            libraries=["openreg"],
             # -g0: no debug information (Python's default -g makes _C 27 MB).
             extra_compile_args=[
                 "-O1" if SANITIZE else "-O2",
@@ -81,5 +131,6 @@ setup(
     cmdclass={
         "build_ext": BuildExtension.with_options(use_ninja=True),
         "build_py": BuildPyWithBuildInfo,
+        "sdist": SdistWithRuntimeHeader,
     },
 )

@@ -339,3 +339,50 @@ def test_invalid_openreg_variable_warning_names_the_variable_as_remedy(python: P
     assert "OPENREG_FALLBACK='bogus' is invalid" in message, message  # the cause
     assert "To fix it, set OPENREG_FALLBACK to a valid value" in message, message  # its remedy
     assert "reinstall" not in message, message
+
+
+# The device variables are read by the runtime when the devices are first asked for; strict
+# mode checks them at `import torch` too (with the binding's own minimum device memory).
+INVALID_DEVICE_VARIABLES = [
+    ("OPENREG_DEVICE_COUNT", "17"),
+    ("OPENREG_DEVICE_COUNT", "two"),
+    ("OPENREG_DEVICE_MEMORY", "lots"),
+    ("OPENREG_DEVICE_MEMORY", "1MiB"),  # the runtime accepts it; the binding's allocator cannot
+    ("OPENREG_FAULT_MEMCPY", "first"),
+]
+
+
+@pytest.mark.parametrize(("variable", "value"), INVALID_DEVICE_VARIABLES)
+def test_invalid_device_variable_is_an_error_in_strict_mode(
+    python: Python, variable: str, value: str
+) -> None:
+    result = python.fails("import torch", {variable: value, "OPENREG_AUTOLOAD_STRICT": "1"})
+    assert "Failed to load the backend extension: openreg" in result.stderr, result.stderr
+    assert f"{variable}='{value}' is invalid" in result.stderr, result.stderr
+    assert f"To fix it, set {variable} to a valid value" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"), [INVALID_DEVICE_VARIABLES[0], INVALID_DEVICE_VARIABLES[3]]
+)
+def test_invalid_device_variable_is_an_error_in_strict_mode_whatever_is_imported_first(
+    python: Python, variable: str, value: str
+) -> None:
+    # torch_openreg first: torch's autoload runs while torch_openreg is still importing,
+    # and the check happens once its import is done.
+    result = python.fails("import torch_openreg", {variable: value, "OPENREG_AUTOLOAD_STRICT": "1"})
+    assert f"{variable}='{value}' is invalid" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("variable", "value"), INVALID_DEVICE_VARIABLES)
+def test_invalid_device_variable_leaves_import_alone_and_warns_when_asked(
+    python: Python, variable: str, value: str
+) -> None:
+    code = WARNINGS_OF_IMPORT.replace(
+        "    import torch\n", "    import torch\n    available = torch.openreg.is_available()\n"
+    ).replace('"loaded":', '"available": available, "loaded":')
+    found = python.ok(code, {variable: value}).json()
+    assert found["loaded"] is True and found["available"] is False, found
+    (warning,) = found["warnings"]  # from is_available(), not from the import
+    assert warning["category"] == "UserWarning", warning
+    assert f"{variable}='{value}' is invalid" in warning["message"], warning

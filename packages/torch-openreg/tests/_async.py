@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import torch
 
 import torch_openreg
-from torch_openreg._thread_state import in_untimed_wait
+from torch_openreg._exit import in_untimed_wait
 
 # How long a hold waits for its release at most: far longer than any test needs,
 # so only a host that waits for held work (a bug) lets it expire. It then lets the

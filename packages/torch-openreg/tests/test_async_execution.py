@@ -315,6 +315,9 @@ def test_cross_device_copy_is_ordered_with_the_current_side_streams():
     source = torch.full((100,), 5.0, device="openreg:0")
     destination = torch.arange(100.0, device="openreg:1")
     side = torch.openreg.Stream(device=1)
+    # As on CUDA: work on ``side`` may use what device 1's current stream made only
+    # after waiting for it (OPENREG_DEBUG=races reports the race otherwise).
+    side.wait_stream(torch.openreg.current_stream(1))
     with torch.openreg.stream(side):
         warm(lambda: destination * 1, lambda: destination.copy_(destination))
         with held_stream(side):
@@ -477,6 +480,55 @@ def test_error_on_device_one_is_reported_by_device_one_only():
     with pytest.raises(RuntimeError, match="device 1 failed: index out of range in self"):
         torch.openreg.synchronize(1)
     torch.openreg.synchronize(1)
+
+
+# An asynchronous kernel fails and nothing synchronizes afterwards: the exit handler's
+# own synchronization is the last chance to report it.
+PENDING_AT_EXIT = """
+import torch, torch_openreg
+for device in DEVICES:
+    x = torch.arange(5.0, device=device)
+    torch.index_select(x, 0, torch.tensor([0, 1], device=device))  # first call: synchronous
+    torch.openreg.synchronize(device)
+    torch.index_select(x, 0, torch.tensor([0, 7], device=device))  # fails on the stream
+AFTER
+print("script done", flush=True)
+"""
+
+
+def _exit_with_pending(run_python, devices: list[str], after: str = ""):
+    code = PENDING_AT_EXIT.replace("DEVICES", repr(devices)).replace("AFTER", after)
+    result = run_python(code)
+    assert "script done" in result.stdout, result.stderr
+    return result
+
+
+def test_a_kernel_error_pending_at_exit_is_reported_and_fails_the_process(run_python):
+    result = _exit_with_pending(run_python, ["openreg:0"])
+    assert result.returncode == 1, result.stderr  # what an unhandled exception gives
+    report = [line for line in result.stderr.splitlines() if "openreg" in line]
+    assert len(report) == 1, result.stderr
+    assert "still pending at exit" in report[0], report
+    assert "index out of range in self" in report[0], report  # the error
+    assert "aten::index_select" in report[0], report  # the operator
+    assert "openreg:0" in report[0], report
+
+
+def test_kernel_errors_pending_at_exit_on_two_devices_are_all_reported(run_python):
+    result = _exit_with_pending(run_python, ["openreg:0", "openreg:1"])
+    assert result.returncode == 1, result.stderr
+    for device in ("openreg:0", "openreg:1"):
+        assert any(
+            device in line and "aten::index_select" in line for line in result.stderr.splitlines()
+        ), result.stderr
+
+
+def test_a_kernel_error_reported_before_exit_is_not_reported_again(run_python):
+    caught = "try:\n    torch.openreg.synchronize()\nexcept RuntimeError:\n    print('caught')"
+    result = _exit_with_pending(run_python, ["openreg:0"], after=caught)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["caught", "script", "done"]
+    assert "index out of range" not in result.stderr, result.stderr
 
 
 def test_data_dependent_operator_waits_for_queued_work():

@@ -580,8 +580,8 @@ def test_exit_gives_up_on_an_autograd_thread_that_never_goes_idle(run_python) ->
         import ctypes, threading, time
         import torch
         import torch_openreg
-        from torch_openreg import _registration
-        _registration._AUTOGRAD_IDLE_LIMIT_S = 0.2
+        from torch_openreg import _exit
+        _exit.AUTOGRAD_IDLE_LIMIT_S = 0.2
         def busy_forever():
             ctypes.CDLL(None).prctl(15, b"pt_autograd_7")
             named.set()

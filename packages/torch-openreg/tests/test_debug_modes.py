@@ -491,7 +491,86 @@ def test_empty_is_poisoned(poison: None) -> None:
         assert debug.poison_mask(t).all(), dtype
         assert debug.is_poisoned(t)
     assert torch.empty(10, device="openreg").isnan().all()
-    assert (torch.empty(10, dtype=torch.int64, device="openreg") == -1).all()
+    assert (torch.empty(10, dtype=torch.int64, device="openreg") == INT64_POISON).all()
+
+
+# What a poisoned element of each integer type holds (docs/debug-modes.md): a value that
+# cannot pass as data. The signed types get their minimum, except int64: two int64
+# minimums add up to exactly 0, so it gets the 64-bit golden-ratio constant as a signed
+# number, whose multiples stay far from 0 (and from any count or index) for sums of up
+# to a million elements.
+INT64_POISON = -0x61C8864680B583EB
+SIGNED_POISON = {
+    torch.int8: -(2**7),
+    torch.int16: -(2**15),
+    torch.int32: -(2**31),
+    torch.int64: INT64_POISON,
+}
+
+
+def test_poisoned_integers_hold_values_no_data_holds(poison: None) -> None:
+    for dtype, value in SIGNED_POISON.items():
+        for t in (
+            torch.empty(100, dtype=dtype, device="openreg"),
+            torch.empty_strided((4, 3), (1, 5), dtype=dtype, device="openreg"),
+            torch.empty_like(torch.zeros(7, dtype=dtype, device="openreg")),
+            torch.zeros(1, dtype=dtype, device="openreg").new_empty(9),
+        ):
+            assert (t.cpu() == value).all(), (dtype, t.cpu())
+            assert debug.poison_mask(t).all(), dtype
+    for dtype in (torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.bool):
+        raw = torch.empty(10, dtype=dtype, device="openreg").cpu().view(torch.uint8)
+        assert (raw == 255).all(), dtype  # the maximum; True as an invalid byte for bool
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32], ids=str)
+def test_indexing_with_a_poisoned_index_raises(poison: None, dtype: torch.dtype) -> None:
+    source = torch.arange(1000.0, device="openreg")
+    for index in (lambda i: source[i], lambda i: torch.index_select(source, 0, i)):
+        with pytest.raises((IndexError, RuntimeError), match=r"out of (range|bounds)"):
+            index(torch.empty(3, dtype=dtype, device="openreg"))
+            torch.openreg.synchronize()  # a queued kernel raises here
+        torch.openreg.synchronize()
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 1000, 4096])
+@pytest.mark.parametrize("dtype", list(SIGNED_POISON), ids=str)
+def test_sums_of_poisoned_integers_are_far_from_any_plausible_value(
+    poison: None, dtype: torch.dtype, count: int
+) -> None:
+    total = torch.empty(count, dtype=dtype, device="openreg").sum().item()
+    if dtype == torch.int64:
+        assert abs(total) > 10**12, total  # int64 sums wrap: never near 0, a count or an index
+    else:
+        assert total == count * SIGNED_POISON[dtype]  # summed in int64: no wrap
+    # A count that should have started at zero does not pass for one either.
+    counts = torch.empty(count, dtype=dtype, device="openreg")
+    counts += 1
+    assert (counts.cpu().abs() > 100).all(), counts.cpu()
+
+
+def test_poisoned_floats_are_nan_in_every_float_type(poison: None) -> None:
+    dtypes = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    float8 = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+    for dtype in dtypes + float8:
+        t = torch.empty(16, dtype=dtype, device="openreg")
+        assert t.cpu().float().isnan().all(), dtype  # the fnuz types' NaN is 0x80, not 0xFF
+        assert debug.poison_mask(t).all(), dtype
+    for dtype in (torch.complex64, torch.complex128):
+        assert torch.empty(4, dtype=dtype, device="openreg").cpu().isnan().all(), dtype
+
+
+def test_without_poison_new_memory_is_left_as_it_was() -> None:
+    with debug.enabled():
+        debug.disable("poison")
+        for dtype in (torch.int64, torch.float32):
+            t = torch.full((4096,), 7, dtype=dtype, device="openreg")
+            address = t.data_ptr()
+            del t
+            u = torch.empty(4096, dtype=dtype, device="openreg")
+            assert u.data_ptr() == address  # the same block, handed out again
+            assert (u.cpu() == 7).all(), dtype  # nothing filled it
+            assert not debug.is_poisoned(u)
 
 
 def test_reliance_on_empty_contents_gives_nan_every_time(poison: None) -> None:

@@ -85,6 +85,103 @@ def test_invalid_device_count_environment(run_python):
     assert lines[2].startswith("empty:") and "OPENREG_DEVICE_COUNT='bogus'" in lines[2]
 
 
+# A typo in OPENREG_DEVICE_COUNT must not pass for "no device": like torch.cuda with a
+# broken driver, asking for the devices warns once, naming the variable and its range.
+WARNINGS_OF_AVAILABILITY = """
+import warnings, torch, torch_openreg
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")  # Python's own once-per-place filter must not hide repeats
+    print(torch.openreg.is_available(), torch.openreg.device_count(),
+          torch.accelerator.device_count(), torch.openreg.is_available())
+for warning in caught:
+    print(f"warning: {warning.category.__name__}: {warning.message}".replace("\\n", " "))
+"""
+
+
+@pytest.mark.parametrize("value", ["0", "17", "two"])
+def test_an_invalid_device_count_warns_once_naming_the_valid_range(run_python, value):
+    result = run_python(WARNINGS_OF_AVAILABILITY, OPENREG_DEVICE_COUNT=value)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "False 0 0 False"
+    warnings = lines[1:]
+    assert len(warnings) == 1, result.stdout
+    assert warnings[0].startswith("warning: UserWarning: openreg initialization: "), warnings
+    assert f"OPENREG_DEVICE_COUNT='{value}' is invalid" in warnings[0], warnings
+    assert "from 1 to 16" in warnings[0], warnings
+    # Nothing more at exit: the warning was given when the devices were asked for.
+    assert "OPENREG_DEVICE_COUNT" not in result.stderr, result.stderr
+
+
+def test_a_valid_device_count_gives_no_warning(run_python):
+    result = run_python(WARNINGS_OF_AVAILABILITY, OPENREG_DEVICE_COUNT="3")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["True 3 3 True"]
+
+
+def test_an_invalid_device_count_is_not_reported_to_a_program_that_never_asks(run_python):
+    # A CPU-only program (every program, with the autoload shim) hears nothing.
+    result = run_python(
+        "import torch, torch_openreg; print(torch.ones(2).sum().item())",
+        OPENREG_DEVICE_COUNT="two",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "2.0"
+    assert "OPENREG_DEVICE_COUNT" not in result.stderr, result.stderr
+
+
+# The binding's caching allocator cuts every block from a segment of 2 MiB or more, so a
+# smaller device could not hold a single tensor: refused like an invalid value.
+SMALL_DEVICE = """
+import warnings, torch, torch_openreg
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    print(torch.openreg.is_available(), torch.openreg.device_count())
+for warning in caught:
+    print("warning:", str(warning.message).replace("\\n", " "))
+for call in (lambda: torch.ones(1, device="openreg"), torch.openreg.init):
+    try:
+        call()
+    except RuntimeError as error:
+        print("raised:", type(error).__name__, str(error).splitlines()[0])
+    else:
+        print("no error")
+"""
+
+
+@pytest.mark.parametrize("value", ["1MiB", "2000000", "1.5M"])
+def test_device_memory_below_one_allocator_segment_is_refused(run_python, value):
+    result = run_python(SMALL_DEVICE, OPENREG_DEVICE_MEMORY=value)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "False 0"
+    (warning,) = [line for line in lines if line.startswith("warning:")]
+    errors = [line for line in lines if line.startswith("raised:")]
+    assert len(errors) == 2, result.stdout
+    for message in (warning, *errors):
+        assert f"OPENREG_DEVICE_MEMORY='{value}' is invalid" in message, message
+        assert "at least 2MiB" in message, message  # the minimum
+        assert "caching allocator" in message, message  # why
+        assert "or unset it" in message, message  # the fix
+    for error in errors:
+        assert error.startswith("raised: RuntimeError"), error  # not an out-of-memory error
+
+
+def test_device_memory_of_one_allocator_segment_holds_a_tensor(run_python):
+    # The minimum is exactly what the allocator needs: a change of its smallest
+    # segment must move the minimum too.
+    result = run_python(
+        """
+        import torch, torch_openreg
+        x = torch.arange(1000.0, device="openreg")
+        print(torch.openreg.device_count(), (x * 2).sum().item())
+        """,
+        OPENREG_DEVICE_MEMORY="2MiB",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2", "999000.0"]
+
+
 # --- initialisation -----------------------------------------------------------
 
 

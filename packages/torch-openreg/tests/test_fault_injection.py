@@ -130,6 +130,94 @@ print(json.dumps(report))
     assert report["back"] is True
 
 
+# PyTorch's copies that move bytes unchanged are runtime copies (orMemcpyAsync), counted by
+# OPENREG_FAULT_MEMCPY; a copy that converts on the way is a kernel. The comments give the
+# number of each runtime copy.
+TENSOR_COPIES = (
+    STATS
+    + """
+report = {}
+def attempt(name, call, then=lambda: None):
+    try:
+        call()
+        then()
+    except RuntimeError as error:
+        report[name] = f"{type(error).__name__}: {error}"
+    else:
+        report[name] = "no error"
+
+host = torch.arange(64.0)
+x = host.to("openreg")                                             # 1
+baseline = stats()
+attempt("to", lambda: host.to("openreg"))                          # 2: fails at the call
+attempt("cpu", lambda: x.cpu())                                    # 3: fails at the call
+attempt("item", lambda: x[5].item())                               # 4: fails at the call
+y = torch.empty_like(x)
+attempt("copy_", lambda: y.copy_(x), torch.openreg.synchronize)    # 5: at the synchronization
+z = torch.empty(64, device="openreg:1")
+# 6 fails; 7 (z.cpu(), on the destination's stream) reports it.
+attempt("across_devices", lambda: z.copy_(x), lambda: z.cpu())
+pinned = torch.arange(64.0).pin_memory()
+attempt("pinned_non_blocking", lambda: y.copy_(pinned, non_blocking=True),
+        torch.openreg.synchronize)                                 # 8
+converted = host.to("openreg", torch.float64)                      # a kernel: not counted
+attempt("after_converting", lambda: host.to("openreg"))            # 9
+report["converted"] = converted.cpu().tolist() == host.double().tolist()  # 10
+report["intact"] = x.cpu().tolist() == host.tolist()               # 11
+del y, z, pinned, converted
+torch.openreg.synchronize()
+torch.openreg.empty_cache()
+report["back"] = stats() == baseline
+print(json.dumps(report))
+"""
+)
+
+
+def test_failed_runtime_copy_of_each_tensor_copy_raises(run_python):
+    result = run_python(TENSOR_COPIES, timeout=TIMEOUT, OPENREG_FAULT_MEMCPY="2,3,4,5,6,8,9")
+    report = last_json(result)
+    expected_calls = {
+        "to": 2,
+        "cpu": 3,
+        "item": 4,
+        "copy_": 5,
+        "across_devices": 6,
+        "pinned_non_blocking": 8,
+        "after_converting": 9,
+    }
+    for name, call in expected_calls.items():
+        message = report[name]
+        assert message.startswith("RuntimeError: "), (name, message)
+        assert f"orMemcpy call {call} failed by fault injection" in message, (name, message)
+        assert "OPENREG_FAULT_MEMCPY" in message, (name, message)
+        assert "nothing was copied" in message, (name, message)
+    assert report["converted"] is True
+    assert report["intact"] is True
+    assert report["back"] is True
+
+
+def test_converting_copies_are_kernels_counted_by_the_launch_faults(run_python):
+    result = run_python(
+        STATS
+        + """
+host = torch.arange(8, dtype=torch.int32)
+report = {"same_dtype": host.to("openreg").cpu().tolist()}   # runtime copies: no launch
+try:
+    host.to("openreg", torch.float64)                         # launched work 1
+except RuntimeError as error:
+    report["converting"] = str(error)
+report["strided"] = host[::2].to("openreg").cpu().tolist()    # a kernel too: launch 2, fine
+print(json.dumps(report))
+""",
+        timeout=TIMEOUT,
+        OPENREG_FAULT_LAUNCH="1",
+    )
+    report = last_json(result)
+    assert report["same_dtype"] == list(range(8))
+    assert "launched work 1 failed by fault injection" in report["converting"], report
+    assert report["strided"] == [0, 2, 4, 6]
+
+
 def test_failed_kernel_launch_surfaces_once_and_the_device_keeps_working(run_python):
     result = run_python(
         STATS

@@ -125,6 +125,26 @@ def test_a_storage_shrunk_below_its_tensor_is_refused_not_read(run_python):
     assert result.stdout.strip().endswith("3.0")
 
 
+def test_a_host_storage_shrunk_below_its_tensor_is_refused_not_read(run_python):
+    # A copy that moves bytes unchanged is a runtime copy, which cannot check host
+    # memory itself: the binding checks both sides' storages before it.
+    result = run_python(
+        """
+        import torch, torch_openreg
+        t = torch.ones(4)
+        t.untyped_storage().resize_(0)
+        try:
+            t.to("openreg")
+        except RuntimeError as error:
+            print("refused:", error)
+        print(torch.ones(3, device="openreg").sum().item())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "storage holds only 0 bytes" in result.stdout
+    assert result.stdout.strip().endswith("3.0")
+
+
 def test_a_foreach_operator_is_one_launch_for_its_whole_list():
     tensors = [torch.full((3 + i,), float(i), device="openreg") for i in range(5)]
     reference = [t.cpu() for t in tensors]

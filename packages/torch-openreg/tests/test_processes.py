@@ -79,6 +79,61 @@ def test_child_forked_after_device_use_cannot_initialise(run_python) -> None:
     assert report["manual_seed"] == "returned: Generator"
 
 
+# Calls that read or change a device's state (its streams, events, memory and
+# allocator, the current device) work on state copied from the parent, which the
+# child cannot use: each raises as initialisation does.
+DEVICE_STATE_CALLS = """
+    m = torch.openreg
+    attempt("Stream", m.Stream)
+    attempt("Stream_on_1", lambda: m.Stream(device=1, priority=-1))
+    attempt("Event", m.Event)
+    attempt("memory_allocated", m.memory_allocated)
+    attempt("memory_allocated_1", lambda: m.memory_allocated(1))
+    attempt("max_memory_allocated", m.max_memory_allocated)
+    attempt("memory_reserved", m.memory_reserved)
+    attempt("memory_stats", m.memory_stats)
+    attempt("reset_peak_memory_stats", m.reset_peak_memory_stats)
+    attempt("get_per_process_memory_fraction", m.get_per_process_memory_fraction)
+    attempt("memory_snapshot", m.memory_snapshot)
+    attempt("empty_cache", m.empty_cache)
+    attempt("MemPool", m.MemPool)
+    attempt("current_device", m.current_device)
+    attempt("set_device", lambda: m.set_device(1))
+    attempt("device_context", lambda: m.device(1).__enter__())
+    attempt("get_device_name", m.get_device_name)
+    attempt("synchronize", m.synchronize)
+    attempt("stream_context", lambda: m.stream(torch.Stream(device="openreg:0")).__enter__())
+    attempt("caching_allocator_alloc", lambda: m.caching_allocator_alloc(16))
+    attempt("caching_allocator_delete", lambda: m.caching_allocator_delete(0))
+    attempt("record_memory_history", m.memory._record_memory_history)
+    attempt("get_device_properties", m.get_device_properties)
+    attempt("get_device_capability", m.get_device_capability)
+    # What describes the installation rather than a device still answers, as torch.cuda's.
+    attempt("device_count", m.device_count)
+    attempt("is_available", m.is_available)
+    attempt("get_sync_debug_mode", m.get_sync_debug_mode)
+"""
+
+
+def test_child_forked_after_device_use_refuses_device_state_calls(run_python) -> None:
+    report = run_fork(run_python, use_device_first=True, body=DEVICE_STATE_CALLS)
+    answering = {"device_count": "returned: 2", "is_available": "returned: True"}
+    answering["get_sync_debug_mode"] = "returned: 0"
+    for call, outcome in report.items():
+        expected = answering.get(call, f"raised: {BAD_FORK}")
+        assert outcome == expected, (call, outcome)
+    assert len(report) == 27, report
+
+
+def test_child_forked_before_any_device_use_can_make_streams_and_read_memory(run_python) -> None:
+    body = """
+    attempt("Stream", lambda: type(torch.openreg.Stream()).__name__)
+    attempt("memory_allocated", lambda: torch.openreg.memory_allocated())
+"""
+    report = run_fork(run_python, use_device_first=False, body=body)
+    assert report == {"Stream": "returned: Stream", "memory_allocated": "returned: 0"}
+
+
 def test_error_is_cudas_with_openreg_name() -> None:
     import torch.cuda
 

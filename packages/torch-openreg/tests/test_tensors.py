@@ -228,6 +228,19 @@ def test_copy_same_device():
     assert_same(destination, torch.arange(5.0))
 
 
+def test_copy_between_partially_overlapping_views_is_refused_as_on_the_cpu():
+    x = torch.arange(10.0)
+    with pytest.raises(RuntimeError, match="single memory location") as on_cpu:
+        x[1:].copy_(x[:-1])
+    on_device = torch.arange(10.0, device="openreg")
+    with pytest.raises(RuntimeError, match="single memory location") as raised:
+        on_device[1:].copy_(on_device[:-1])
+    assert str(raised.value) == str(on_cpu.value)
+    assert_same(on_device, torch.arange(10.0))  # untouched
+    on_device.copy_(on_device)  # the same elements exactly: allowed, as on the CPU
+    assert_same(on_device, torch.arange(10.0))
+
+
 def test_copy_broadcasts_source():
     destination = torch.zeros(3, 4, device="openreg")
     destination.copy_(torch.arange(4.0))

@@ -22,7 +22,10 @@ spawn, DataLoader workers) inherit them with the rest of the environment:
 * ``OPENREG_AUTOLOAD=0``: only openreg is skipped (``1`` or unset: loaded).
 * ``OPENREG_AUTOLOAD_STRICT=1``: a failure raises :class:`OpenRegAutoloadError`,
   which torch reports as ``RuntimeError: Failed to load the backend extension:
-  openreg`` caused by it (``0`` or unset: a warning).
+  openreg`` caused by it (``0`` or unset: a warning). Strict mode also checks the
+  device variables (``OPENREG_DEVICE_COUNT``, ``OPENREG_DEVICE_MEMORY``,
+  ``OPENREG_FAULT_*``) at once; otherwise they are checked at the first use of a
+  device (``is_available()`` warns and answers False for an invalid one).
 
 Like every other OpenReg variable, the two switches are validated: only ``0``
 and ``1`` are accepted (surrounding spaces ignored, empty means unset). Any
@@ -179,7 +182,9 @@ def autoload() -> None:
     try:
         import torch_openreg
 
-        torch_openreg._autoload()
+        # Strict: the device variables (read by the runtime at the first device use)
+        # are checked now too, so that CI fails at `import torch`.
+        torch_openreg._autoload(check_environment=is_strict())
     except Exception as error:
         strict = is_strict()
         _report(_describe(error, strict=strict), strict=strict, cause=error)

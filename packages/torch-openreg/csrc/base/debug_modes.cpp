@@ -3,7 +3,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "base/environment.h"
@@ -95,6 +97,24 @@ void installStreamOrderObserver(StreamOrderObserver* installed) {
 void readDebugEnvironment() {
   setRaceErrorsRaise(raiseFromEnvironment());
   setDebugModes(modesFromEnvironment());
+}
+
+std::optional<c10::Scalar> typedPoisonValue(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Char:
+      return c10::Scalar(std::numeric_limits<int8_t>::min());
+    case c10::ScalarType::Short:
+      return c10::Scalar(std::numeric_limits<int16_t>::min());
+    case c10::ScalarType::Int:
+      return c10::Scalar(std::numeric_limits<int32_t>::min());
+    case c10::ScalarType::Long:
+      return c10::Scalar(static_cast<int64_t>(UINT64_C(0x9E3779B97F4A7C15)));
+    case c10::ScalarType::Float8_e4m3fnuz:
+    case c10::ScalarType::Float8_e5m2fnuz:
+      return c10::Scalar(std::numeric_limits<double>::quiet_NaN());
+    default:
+      return std::nullopt;
+  }
 }
 
 }  // namespace torch_openreg

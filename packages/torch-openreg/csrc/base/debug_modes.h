@@ -11,12 +11,17 @@
 // installs, so includes still point downward only.
 #pragma once
 
+#include <openreg.h>
+
 #include <c10/core/Device.h>
+#include <c10/core/Scalar.h>
+#include <c10/core/ScalarType.h>
 #include <c10/core/Stream.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -53,9 +58,21 @@ void setRaceErrorsRaise(bool raise);
 // values, if either is invalid). Called once when torch_openreg initialises.
 void readDebugEnvironment();
 
-// The byte every poisoned allocation is filled with: all-ones is a NaN in
-// every floating-point format and -1 in every signed integer type.
+// The byte every poisoned allocation is filled with, by allocators that do not
+// know what the memory will hold: all-ones is a NaN in most floating-point
+// formats, the maximum of every unsigned type, but -1 in every signed integer
+// type, a valid index and a value that sums cancel.
 constexpr int kPoisonByte = 0xFF;
+
+// What a poisoned element of `type` holds instead where the dtype is known
+// (the openreg factories fill it over the byte fill): for signed integers a
+// value no data holds — the minimum of int8/16/32 (indexing with it raises,
+// sums of it, computed in int64, grow with the count), for int64, whose
+// minimum would wrap to 0 when two are added, the 64-bit golden-ratio constant
+// 0x9E3779B97F4A7C15 read as signed (its multiples stay far from 0 for any
+// sum of up to a million elements); NaN for the float8 types whose only NaN is
+// 0x80. nullopt where the byte fill already is such a value.
+std::optional<c10::Scalar> typedPoisonValue(c10::ScalarType type);
 
 // Ordering events seen by the integration layer, for the race detector.
 class StreamOrderObserver {
@@ -66,7 +83,8 @@ class StreamOrderObserver {
   virtual void eventSynchronized(const void* event) = 0;
   virtual void streamSynchronized(const c10::Stream& stream) = 0;
   virtual void deviceSynchronized(c10::DeviceIndex device) = 0;
-  virtual void memoryAllocated(const void* pointer, size_t bytes) = 0;
+  // `stream`: the stream the memory is allocated for (its new owner's).
+  virtual void memoryAllocated(const void* pointer, size_t bytes, orStream_t stream) = 0;
   virtual void memoryFreed(const void* pointer) = 0;
   virtual void streamRecorded(const void* pointer, const c10::Stream& stream) = 0;
   // The event (or another handle recorded like one, such as a collective's

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "base/runtime_check.h"
@@ -14,14 +15,45 @@ namespace {
 
 std::array<std::atomic<bool>, OPENREG_MAX_DEVICES> usedDevices{};
 
-// The runtime reads the count once per process, so it is read once here too
-// (every operator validates its device index against it). A failure is not
-// cached: it raises, naming the bad environment, each time it is asked.
+// The smallest device this binding accepts. Its caching allocator
+// (memory/block_pool.cpp) cuts every block from a segment of at least 2 MiB, so
+// a smaller device cannot hold a single tensor; the runtime, which knows nothing
+// of the allocator, accepts 1 MiB. The test
+// test_device_memory_of_one_allocator_segment_holds_a_tensor keeps the two together.
+constexpr size_t kMinimumDeviceMemory = size_t{2} << 20;
+
+std::string trimmedVariable(const char* name) {
+  const char* raw = std::getenv(name);
+  std::string value = raw == nullptr ? "" : raw;
+  const size_t begin = value.find_first_not_of(" \t\n");
+  if (begin == std::string::npos) return "";
+  return value.substr(begin, value.find_last_not_of(" \t\n") - begin + 1);
+}
+
+void checkDeviceMemory() {
+  size_t capacity = 0;
+  OPENREG_CHECK(orDeviceTotalMem(&capacity, 0));  // every device has the same capacity
+  if (capacity >= kMinimumDeviceMemory) return;
+  const std::string value = trimmedVariable("OPENREG_DEVICE_MEMORY");
+  const bool bareNumber =
+      !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+  TORCH_CHECK(false, "OPENREG_DEVICE_MEMORY='", value,
+              "' is invalid: torch-openreg's caching allocator needs at least 2MiB per device "
+              "(its smallest memory segment), so no tensor fits in a device of ",
+              capacity, " bytes", bareNumber ? " (a bare number is bytes)" : "",
+              "; set it to 2MiB or more, such as '512MiB', or unset it for a quarter of physical "
+              "RAM per device");
+}
+
+// The runtime reads the environment once per process, so the count is read once
+// here too (every operator validates its device index against it). A failure is
+// not cached: it raises, naming the bad environment, each time it is asked.
 int countFromRuntime() {
   static std::atomic<int> cached{-1};
   int count = cached.load(std::memory_order_relaxed);
   if (count >= 0) return count;
   OPENREG_CHECK(orGetDeviceCount(&count));
+  checkDeviceMemory();
   cached.store(count, std::memory_order_relaxed);
   return count;
 }
@@ -31,10 +63,17 @@ int countFromRuntime() {
 c10::DeviceIndex deviceCount() noexcept {
   try {
     return static_cast<c10::DeviceIndex>(countFromRuntime());
-  } catch (const c10::Error&) {
+  } catch (const c10::Error& error) {
+    // torch.cuda's wording for a driver that cannot be used. Once: a program that
+    // asks for the count in a loop hears it once, like CUDA's.
+    TORCH_WARN_ONCE("openreg initialization: ", error.msg(),
+                    "; no openreg device can be used until it is fixed "
+                    "(torch.openreg.is_available() is False)");
     return 0;
   }
 }
+
+void checkDeviceEnvironment() { countFromRuntime(); }
 
 c10::DeviceIndex currentDevice() {
   int device = 0;
@@ -82,6 +121,17 @@ DeviceScope::DeviceScope(c10::DeviceIndex device) : previous_(currentDevice()) {
 DeviceScope::~DeviceScope() {
   int now = 0;
   if (succeeded(orGetDevice(&now)) && now != previous_) succeeded(orSetDevice(previous_));
+}
+
+orEvent_t recordEventOrNull(orStream_t stream) {
+  int device = 0;
+  if (!succeeded(orStreamGetDevice(stream, &device))) return nullptr;
+  DeviceScope scope(static_cast<c10::DeviceIndex>(device));
+  orEvent_t event = nullptr;
+  if (!succeeded(orEventCreateWithFlags(&event, orEventDisableTiming))) return nullptr;
+  if (succeeded(orEventRecord(event, stream))) return event;
+  orEventDestroy(event);
+  return nullptr;
 }
 
 }  // namespace torch_openreg

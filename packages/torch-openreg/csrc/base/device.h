@@ -4,11 +4,21 @@
 // what the guard, the hooks and the Python module share.
 #pragma once
 
+#include <openreg.h>
+
 #include <c10/core/Device.h>
 
 namespace torch_openreg {
 
-c10::DeviceIndex deviceCount() noexcept;  // 0 if the runtime is unusable
+// 0 if the devices cannot be used (an invalid OPENREG_DEVICE_COUNT, say); the
+// first time, that also warns, naming the problem (like torch.cuda with a broken
+// driver), so a typo does not pass for "no device".
+c10::DeviceIndex deviceCount() noexcept;
+// Raises, naming the variable, the value and the fix, if the environment the
+// devices are made from is invalid: the runtime's variables (OPENREG_DEVICE_COUNT,
+// OPENREG_DEVICE_MEMORY, OPENREG_FAULT_*) and this binding's own minimum device
+// memory. Never activates a device.
+void checkDeviceEnvironment();
 c10::DeviceIndex currentDevice();
 void setCurrentDevice(c10::DeviceIndex device);
 // Makes `device` current (unless it is -1 or already current); returns the
@@ -39,5 +49,10 @@ class DeviceScope {
  private:
   c10::DeviceIndex previous_;
 };
+
+// An event (timing disabled) marking the work queued on `stream` so far, or
+// null if the runtime could not record one: for callers that then fall back
+// to checking the stream's idleness instead of raising.
+orEvent_t recordEventOrNull(orStream_t stream);
 
 }  // namespace torch_openreg

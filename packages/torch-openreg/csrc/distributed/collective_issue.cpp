@@ -32,18 +32,6 @@ c10::intrusive_ptr<c10::ivalue::Future> futureOf(c10d::Work& work) {
   }
 }
 
-std::string messageOf(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const c10::Error& error) {
-    return error.what_without_backtrace();
-  } catch (const std::exception& error) {
-    return error.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
 std::exception_ptr distError(const std::string& message) {
   return std::make_exception_ptr(
       c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message));
@@ -144,9 +132,9 @@ c10::intrusive_ptr<c10d::Work> CollectiveIssuer::callGloo(
     const c10::intrusive_ptr<OpenRegWork>& work, const GlooCall& call,
     std::exception_ptr& refused) {
   if (failure_) {
-    refused = distError(prefix() + work->description() +
-                        " was not started: an earlier collective failed (" + messageOf(failure_) +
-                        ")");
+    refused =
+        distError(prefix() + work->description() +
+                  " was not started: an earlier collective failed (" + messageOf(failure_) + ")");
   } else if (gloo_ == nullptr) {
     refused = distError(prefix() + work->description() +
                         " was not started: the process group was destroyed first");

@@ -392,32 +392,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::alltoall(std::vector<at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::send(std::vector<at::Tensor>& tensors,
                                                          int dstRank, int tag) {
   CallSpec spec{c10d::OpType::SEND, "send to rank " + std::to_string(dstRank), tensors, {}};
-  return launch(*issuer_, *gloo_, std::move(spec), std::nullopt, [&](GlooAliases& view) -> GlooCall {
-    return [tensors = view.of(tensors), dstRank, tag](c10d::Backend& gloo) mutable {
-      return gloo.send(tensors, dstRank, tag);
-    };
-  });
+  return launch(*issuer_, *gloo_, std::move(spec), std::nullopt,
+                [&](GlooAliases& view) -> GlooCall {
+                  return [tensors = view.of(tensors), dstRank, tag](c10d::Backend& gloo) mutable {
+                    return gloo.send(tensors, dstRank, tag);
+                  };
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::recv(std::vector<at::Tensor>& tensors,
                                                          int srcRank, int tag) {
   CallSpec spec{c10d::OpType::RECV, "recv from rank " + std::to_string(srcRank), {}, tensors};
-  return launch(*issuer_, *gloo_, std::move(spec), std::nullopt, [&](GlooAliases& view) -> GlooCall {
-    return [tensors = view.of(tensors), srcRank, tag](c10d::Backend& gloo) mutable {
-      return gloo.recv(tensors, srcRank, tag);
-    };
-  });
+  return launch(*issuer_, *gloo_, std::move(spec), std::nullopt,
+                [&](GlooAliases& view) -> GlooCall {
+                  return [tensors = view.of(tensors), srcRank, tag](c10d::Backend& gloo) mutable {
+                    return gloo.recv(tensors, srcRank, tag);
+                  };
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOpenReg::recvAnysource(std::vector<at::Tensor>& tensors,
                                                                   int tag) {
   CallSpec spec{c10d::OpType::RECVANYSOURCE, "recv from any rank", {}, tensors};
   spec.blocksHost = true;  // the host wants the source rank right after wait()
-  return launch(*issuer_, *gloo_, std::move(spec), std::nullopt, [&](GlooAliases& view) -> GlooCall {
-    return [tensors = view.of(tensors), tag](c10d::Backend& gloo) mutable {
-      return gloo.recvAnysource(tensors, tag);
-    };
-  });
+  return launch(*issuer_, *gloo_, std::move(spec), std::nullopt,
+                [&](GlooAliases& view) -> GlooCall {
+                  return [tensors = view.of(tensors), tag](c10d::Backend& gloo) mutable {
+                    return gloo.recvAnysource(tensors, tag);
+                  };
+                });
 }
 
 // A barrier is ordered after the work queued on the current stream of the

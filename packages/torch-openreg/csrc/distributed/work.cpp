@@ -20,18 +20,6 @@ namespace {
 // worker a sleep and a wake-up for them.
 constexpr auto kJoinSpin = std::chrono::microseconds(50);
 
-std::string messageOf(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const c10::Error& error) {
-    return error.what_without_backtrace();
-  } catch (const std::exception& error) {
-    return error.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
 }  // namespace
 
 OpenRegWork::OpenRegWork(int rank, c10d::OpType type, std::string description,
@@ -158,6 +146,18 @@ void OpenRegWork::waitOnWorker() {
 
 void OpenRegWork::demandIssue() const {
   if (issuePoint_ != nullptr) succeeded(orEventQuery(issuePoint_));
+}
+
+std::string messageOf(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const c10::Error& error) {
+    return error.what_without_backtrace();
+  } catch (const std::exception& error) {
+    return error.what();
+  } catch (...) {
+    return "unknown error";
+  }
 }
 
 }  // namespace torch_openreg

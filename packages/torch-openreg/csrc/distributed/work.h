@@ -69,4 +69,8 @@ class OpenRegWork final : public c10d::Work {
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// The message of a collective's failure as users see it (without the C++
+// backtrace), for errors that name the collective.
+std::string messageOf(const std::exception_ptr& failure);
+
 }  // namespace torch_openreg

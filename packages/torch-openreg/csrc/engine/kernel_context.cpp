@@ -34,9 +34,8 @@ at::Tensor makeLike(c10::Storage storage, c10::DispatchKey backend, const at::Te
   return tensorOver(std::move(storage), backend, layout);
 }
 
-// A kernel reads every element a tensor's layout reaches: its storage must
-// hold them (a storage resized below its tensors' needs would send the kernel
-// outside the allocation).
+}  // namespace
+
 void checkStorageCovers(const at::Tensor& tensor) {
   if (tensor.is_nested() || tensor.numel() == 0) return;
   const size_t needed = at::detail::computeStorageNbytes(
@@ -48,8 +47,6 @@ void checkStorageCovers(const at::Tensor& tensor) {
               " bytes (was it resized with untyped_storage().resize_()?); resize the tensor "
               "with tensor.resize_() or give it a storage large enough");
 }
-
-}  // namespace
 
 bool KernelContext::isSparse(const at::Tensor& tensor) {
   const c10::Layout layout = tensor.layout();

@@ -31,6 +31,11 @@ inline bool isOpenReg(const at::Tensor& tensor) {
   return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1;
 }
 
+// Raises unless the storage of `tensor` holds every element its layout reaches:
+// a kernel or copy reading them would otherwise leave the allocation (a storage
+// resized below its tensors' needs with untyped_storage().resize_()).
+void checkStorageCovers(const at::Tensor& tensor);
+
 class KernelContext {
  public:
   explicit KernelContext(c10::DeviceIndex device) : device_(device) {}

@@ -11,6 +11,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/debug_modes.h"
@@ -145,13 +146,22 @@ void beforeLaunch(const LaunchSpec& spec) {
 // next launch from the host reclaims them. Freeing on the worker made glibc's
 // allocator bounce its arena lock between the two threads on every operation
 // (measured: ~13% of host samples in _int_malloc, ~22% in futex waits).
+//
+// An error inside asynchronous work surfaces at the next synchronization (or,
+// if nothing synchronizes, at exit), far from the call that queued it, and a
+// kernel's own message ("index out of range in self") does not say which
+// operator failed: the launch's name is added to it. The error keeps its type.
 struct Launch {
   std::function<void()> body;
   c10::Stream stream;
   bool inferenceMode;
   bool kernelEnvironment;
   std::unique_ptr<DeviceActivity> activity;  // null unless the profiler records
+  OperationName operation;
+  std::string operationText;  // a copy of a name the launch site owned
   Launch* next = nullptr;
+
+  std::string name() const { return operation.borrowsText() ? operationText : operation.str(); }
 };
 
 std::atomic<Launch*> finishedLaunches{nullptr};
@@ -181,7 +191,8 @@ void runLaunch(void* data) {
     DeviceActivityTiming timing(launch->activity);
     try {
       launch->body();
-    } catch (const c10::Error& error) {
+    } catch (c10::Error& error) {
+      error.add_context("in " + launch->name());
       // Without the C++ backtrace: the message is what users need to see.
       orSetKernelError(error.what_without_backtrace());
     } catch (const std::exception& error) {
@@ -208,15 +219,30 @@ void launchOnDevice(const LaunchSpec& spec, std::function<void()> body) {
     body();
     return;
   }
-  if (launchBlocking()) return runOnDevice(spec, body);
+  if (launchBlocking()) {
+    // Asked for as asynchronous work: its error names the launch as a queued
+    // one's would, and keeps its type (the CPU kernel's IndexError, say).
+    return runOnDevice(spec, [&] {
+      try {
+        body();
+      } catch (c10::Error& error) {
+        error.add_context("in " + spec.operation.str());
+        throw;
+      }
+    });
+  }
   beforeLaunch(spec);
   const RaceCheck races(spec);
   reclaimFinishedLaunches();
   DeviceActivityKindScope profiledAs(spec.activity, spec.activityLabel);
   LaunchRecording recording(context.stream);
-  auto* launch =
-      new Launch{reportingCompletion(std::move(body), races.completion()), context.stream,
-                 c10::InferenceMode::is_enabled(), spec.kernelEnvironment, recording.take()};
+  auto* launch = new Launch{reportingCompletion(std::move(body), races.completion()),
+                            context.stream,
+                            c10::InferenceMode::is_enabled(),
+                            spec.kernelEnvironment,
+                            recording.take(),
+                            spec.operation,
+                            spec.operation.borrowsText() ? spec.operation.str() : std::string()};
   const orError_t status = orLaunchHostFunc(context.handle, &runLaunch, launch);
   if (status != orSuccess) delete launch;
   OPENREG_CHECK(status);

@@ -31,6 +31,9 @@ class OperationName {
   OperationName(const c10::OperatorHandle& op) : op_(&op) {}  // NOLINT(google-explicit-constructor)
   std::string str() const;
   const c10::OperatorHandle* op() const { return op_; }
+  // True if the name is a string the caller owns: work that outlives the
+  // launch site keeps a copy of it.
+  bool borrowsText() const { return text_ != nullptr; }
 
  private:
   const char* literal_ = nullptr;

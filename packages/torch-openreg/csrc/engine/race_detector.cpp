@@ -227,7 +227,7 @@ class RaceDetector final : public StreamOrderObserver {
   void eventSynchronized(const void* event) override;
   void streamSynchronized(const c10::Stream& stream) override;
   void deviceSynchronized(c10::DeviceIndex device) override;
-  void memoryAllocated(const void* pointer, size_t bytes) override;
+  void memoryAllocated(const void* pointer, size_t bytes, orStream_t stream) override;
   void memoryFreed(const void* pointer) override;
   void streamRecorded(const void* pointer, const c10::Stream& stream) override;
   void eventDestroyed(const void* event) override;
@@ -241,9 +241,9 @@ class RaceDetector final : public StreamOrderObserver {
   uint32_t indexOf(const c10::Stream& stream);
   Allocation& allocationOf(const at::Tensor& tensor, std::vector<PendingReport>& found);
   Allocation& adopt(uintptr_t begin, uintptr_t end, PendingReport::Handout handout,
-                    std::vector<PendingReport>& found);
+                    orStream_t owner, std::vector<PendingReport>& found);
   bool inherit(const Allocation& old, const Access& access, PendingReport::Handout handout,
-               std::vector<PendingReport>& found);
+               orStream_t owner, std::vector<PendingReport>& found);
   bool orderedBefore(const Access& earlier, uint32_t stream) const;
   bool recordedOn(const Allocation& allocation, uint32_t stream);
   uint32_t recordLaunch(const std::shared_ptr<const Launch>& launch,
@@ -300,13 +300,18 @@ bool RaceDetector::recordedOn(const Allocation& allocation, uint32_t stream) {
 // checked against its own first access. What the detector has seen decides,
 // not what the allocator believed: an access whose work has run is harmless
 // once its stream was declared with record_stream (the allocator had to wait
-// for it); one still queued is reported now if nothing can order it before
-// the new owner's work — its stream was declared (the allocator should have
-// waited), or the memory goes to a kernel (queued work runs behind it).
+// for it); one still queued on the stream the host hands the memory out for
+// is ordered before the new owner's work by that stream; any other still
+// queued is reported now if nothing can order it before the new owner's work
+// — its stream was declared (the allocator should have waited), or the memory
+// goes to a kernel (queued work runs behind it).
 bool RaceDetector::inherit(const Allocation& old, const Access& access,
-                           PendingReport::Handout handout, std::vector<PendingReport>& found) {
+                           PendingReport::Handout handout, orStream_t owner,
+                           std::vector<PendingReport>& found) {
   const bool recorded = recordedOn(old, access.stream);
   if (finished(*access.launch)) return !recorded;
+  const bool ownersStream = owner != nullptr && nativeHandle(streams_[access.stream]) == owner;
+  if (handout == PendingReport::Handout::Host && ownersStream) return true;
   if (recorded || handout == PendingReport::Handout::Kernel) {
     PendingReport report{access, access, old.begin, old.end};
     report.kind = PendingReport::Kind::ReusedWhileQueued;
@@ -325,7 +330,7 @@ bool RaceDetector::inherit(const Allocation& old, const Access& access,
 // A live allocation for [begin, end): new memory inherits the accesses of
 // freed memory it overlaps, so that they are checked against its own.
 Allocation& RaceDetector::adopt(uintptr_t begin, uintptr_t end, PendingReport::Handout handout,
-                                std::vector<PendingReport>& found) {
+                                orStream_t owner, std::vector<PendingReport>& found) {
   Allocation allocation{begin, end, {}, {}};
   for (auto it = freed_.begin(); it != freed_.end();) {
     Allocation& old = it->second;
@@ -339,7 +344,7 @@ Allocation& RaceDetector::adopt(uintptr_t begin, uintptr_t end, PendingReport::H
         ++a;
         continue;
       }
-      const bool kept = inherit(old, *a, handout, found);
+      const bool kept = inherit(old, *a, handout, owner, found);
       if (kept) {
         // Only the bytes the new owner can reach: its first access covering
         // them then settles the inherited access (see access()).
@@ -366,7 +371,8 @@ Allocation& RaceDetector::allocationOf(const at::Tensor& tensor,
   const auto begin = reinterpret_cast<uintptr_t>(tensor.storage().data());
   auto live = live_.find(begin);
   if (live != live_.end()) return live->second;
-  return adopt(begin, begin + tensor.storage().nbytes(), PendingReport::Handout::Host, found);
+  return adopt(begin, begin + tensor.storage().nbytes(), PendingReport::Handout::Host, nullptr,
+               found);
 }
 
 void RaceDetector::access(Allocation& allocation, Access current,
@@ -645,14 +651,14 @@ void RaceDetector::deviceSynchronized(c10::DeviceIndex device) {
   }
 }
 
-void RaceDetector::memoryAllocated(const void* pointer, size_t bytes) {
+void RaceDetector::memoryAllocated(const void* pointer, size_t bytes, orStream_t stream) {
   const auto handout =
       insideKernel() ? PendingReport::Handout::Kernel : PendingReport::Handout::Host;
   std::vector<PendingReport> found;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto begin = reinterpret_cast<uintptr_t>(pointer);
-    adopt(begin, begin + bytes, handout, found);
+    adopt(begin, begin + bytes, handout, stream, found);
   }
   if (found.empty()) return;
   if (handout == PendingReport::Handout::Host) {

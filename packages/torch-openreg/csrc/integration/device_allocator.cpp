@@ -47,7 +47,7 @@ c10::DataPtr DeviceAllocator::allocateOn(c10::DeviceIndex device, size_t nbytes,
   c10::DataPtr data = dataPtrOf(blockPool(device).allocate(nbytes, stream));
   // Owned first: a race report raised here (error mode) frees the block again.
   notifyStreamOrder(&StreamOrderObserver::memoryAllocated, data.get(),
-                    static_cast<Block*>(data.get_context())->size);
+                    static_cast<Block*>(data.get_context())->size, stream);
   return data;
 }
 

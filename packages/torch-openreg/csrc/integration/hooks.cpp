@@ -5,7 +5,6 @@
 
 #include "base/address_ranges.h"
 #include "base/device.h"
-#include "base/runtime_check.h"
 #include "integration/generator.h"
 #include "integration/host_allocator.h"
 #include "integration/storage_resize.h"
@@ -17,9 +16,8 @@ bool Hooks::isAvailable() const { return torch_openreg::deviceCount() > 0; }
 bool Hooks::hasPrimaryContext(c10::DeviceIndex device) const { return deviceUsed(device); }
 
 void Hooks::init() const {
-  // Surfaces an invalid OPENREG_DEVICE_COUNT/OPENREG_DEVICE_MEMORY as an error.
-  int count = 0;
-  OPENREG_CHECK(orGetDeviceCount(&count));
+  // The first device use raises for an invalid environment (device_count() only warned).
+  checkDeviceEnvironment();
 }
 
 c10::DeviceIndex Hooks::deviceCount() const { return torch_openreg::deviceCount(); }

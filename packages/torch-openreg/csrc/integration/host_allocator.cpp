@@ -56,17 +56,6 @@ struct PendingPinned {
   std::vector<orEvent_t> events;
 };
 
-orEvent_t markStream(orStream_t stream) {
-  int device = 0;
-  if (!succeeded(orStreamGetDevice(stream, &device))) return nullptr;
-  DeviceScope scope(static_cast<c10::DeviceIndex>(device));
-  orEvent_t event = nullptr;
-  if (!succeeded(orEventCreateWithFlags(&event, orEventDisableTiming))) return nullptr;
-  if (succeeded(orEventRecord(event, stream))) return event;
-  orEventDestroy(event);
-  return nullptr;
-}
-
 bool passed(const PendingPinned& pending) {
   for (size_t i = 0; i < pending.events.size(); ++i) {
     orEvent_t event = pending.events[i];
@@ -145,7 +134,7 @@ class HostCache {
       return;
     }
     PendingPinned pending{block, {}};
-    for (orStream_t stream : block->streams) pending.events.push_back(markStream(stream));
+    for (orStream_t stream : block->streams) pending.events.push_back(recordEventOrNull(stream));
     pending_.push_back(std::move(pending));
   }
 

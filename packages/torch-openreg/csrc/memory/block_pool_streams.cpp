@@ -22,19 +22,6 @@
 namespace torch_openreg {
 namespace {
 
-// An event marking the work queued on `stream` so far; null if the runtime
-// could not record one (the stream's idleness is checked instead).
-orEvent_t recordOn(orStream_t stream) {
-  int device = 0;
-  if (!succeeded(orStreamGetDevice(stream, &device))) return nullptr;
-  DeviceScope scope(static_cast<c10::DeviceIndex>(device));
-  orEvent_t event = nullptr;
-  if (!succeeded(orEventCreateWithFlags(&event, orEventDisableTiming))) return nullptr;
-  if (succeeded(orEventRecord(event, stream))) return event;
-  orEventDestroy(event);
-  return nullptr;
-}
-
 bool reached(orStream_t stream, orEvent_t event) {
   return event != nullptr ? succeeded(orEventQuery(event)) : succeeded(orStreamQuery(stream));
 }
@@ -61,7 +48,8 @@ void BlockPool::recordStream(Block* block, orStream_t stream) {
 
 void BlockPool::deferFree(Block* block) {
   auto marks = std::make_shared<StreamMarks>();
-  for (orStream_t stream : block->streamUses) marks->marks.emplace_back(stream, recordOn(stream));
+  for (orStream_t stream : block->streamUses)
+    marks->marks.emplace_back(stream, recordEventOrNull(stream));
   pendingFrees_.push_back(PendingFree{block, std::move(marks)});
 }
 

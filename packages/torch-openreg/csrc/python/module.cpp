@@ -4,11 +4,14 @@
 // initialisers in their files); _init() then registers the hooks and the
 // CPU-kernel preferences and validates OPENREG_FALLBACK. The functions below back
 // torch.openreg; names mirror torch.cuda's private _C functions.
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "base/debug_modes.h"
@@ -54,6 +57,16 @@ void initialize() {
     readDebugEnvironment();
     installRaceDetector();
   });
+}
+
+// Python fixes its exit status before atexit handlers run and offers them no way
+// to change it. Functions registered with Py_AtExit run at the very end of
+// finalization, after everything Python does at exit (the other atexit handlers,
+// flushing its streams): exiting from there with status 1 skips only the
+// interpreter freeing its own memory.
+void exitWithFailureStatus() {
+  static std::once_flag once;
+  std::call_once(once, [] { Py_AtExit([] { std::exit(1); }); });
 }
 
 // torch.openreg.debug.set_modes: races switched on start from a clean slate
@@ -235,9 +248,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_close_for_python_exit", &closeForPythonExit,
         "From the exit handler: background threads stop letting go of Python objects and "
         "running callbacks (see base/python_exit.h); returns once none is doing so.");
-  m.def(
-      "_device_count", [] { return static_cast<int>(deviceCount()); },
-      "Number of openreg devices.");
+  // Wrapped so that the warning for an invalid environment is a Python warning.
+  m.def("_device_count",
+        torch::wrap_pybind_function([] { return static_cast<int>(deviceCount()); }),
+        "Number of openreg devices (0, with one warning, if the environment is invalid).");
   m.def(
       "_get_device", [] { return static_cast<int>(currentDevice()); },
       "Index of this thread's current openreg device.");
@@ -253,10 +267,12 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "_synchronize", [](int device) { synchronizeDevice(static_cast<c10::DeviceIndex>(device)); },
       "Wait for all work queued on every stream of `device`.");
+  // Every slot, not deviceCount(): the exit handler asks, and a program that never
+  // asked for the devices must not be warned about them at exit.
   m.def(
       "_is_initialized",
       [] {
-        for (c10::DeviceIndex d = 0; d < deviceCount(); ++d) {
+        for (c10::DeviceIndex d = 0; d < OPENREG_MAX_DEVICES; ++d) {
           if (deviceUsed(d)) return true;
         }
         return false;
@@ -357,6 +373,9 @@ PYBIND11_MODULE(_C, m) {
       "The debug modes on (OPENREG_DEBUG): a list of 'races', 'poison', 'chaos'.");
   m.def("_set_debug_modes", &setDebugModesFromPython, py::arg("modes"),
         "Switch debug modes: a comma-separated list of 'races', 'poison', 'chaos' ('' for none).");
+  m.def("_poison_value", &typedPoisonValue, py::arg("dtype"),
+        "What a poisoned element of `dtype` holds where the dtype is known (the openreg "
+        "factories), or None where it is the 0xFF bytes of every poisoned allocation.");
   m.def("_race_errors_raise", &raceErrorsRaise,
         "Whether a detected stream race raises (True) or warns (False).");
   m.def("_set_race_errors_raise", &setRaceErrorsRaise,
@@ -420,11 +439,10 @@ PYBIND11_MODULE(_C, m) {
         "The allocator's segments, blocks and recorded history in torch.cuda's snapshot format.");
   m.def("_profiler_registered", &profilerRegistered,
         "Whether openreg's Kineto and legacy profiler hooks are registered.");
-  m.def(
-      "_check_runtime",
-      [] {
-        int count = 0;
-        OPENREG_CHECK(orGetDeviceCount(&count));
-      },
-      "Raise if the runtime cannot list its devices (used at import).");
+  m.def("_check_runtime", &checkDeviceEnvironment,
+        "Raise if the environment the devices are made from is invalid (torch.openreg.init, and "
+        "import with OPENREG_AUTOLOAD_STRICT=1); activates no device.");
+  m.def("_exit_with_failure_status", &exitWithFailureStatus,
+        "From the exit handler, after reporting an error nobody was told of: the process exits "
+        "with status 1, as after an unhandled exception.");
 }

@@ -14,16 +14,27 @@ from __future__ import annotations
 # backend autoload re-enters it while it is still initialising, and must find
 # this function (and do nothing; the outer import finishes the work).
 _import_in_progress = True
+# Set when the shim asked for the environment check while this package was still
+# importing: the import does it once registration is done.
+_check_environment_after_import = False
 
 
-def _autoload() -> None:
+def _autoload(check_environment: bool = False) -> None:
     """Entry point for the openreg-autoload shim: make sure ``openreg`` is registered.
 
     Cheap and idempotent; safe to call while torch or this package is importing.
+    With ``check_environment`` (the shim's ``OPENREG_AUTOLOAD_STRICT=1``), the
+    device variables are checked too, which otherwise happens at the first device
+    use: an invalid OPENREG_DEVICE_COUNT, OPENREG_DEVICE_MEMORY or OPENREG_FAULT_*
+    raises now, naming the variable.
     """
+    global _check_environment_after_import
     if _import_in_progress:
+        _check_environment_after_import |= check_environment
         return
     _registration.register()
+    if check_environment:
+        _C._check_runtime()
 
 
 # torch must be importing or imported before the extension loads (and, first
@@ -51,6 +62,8 @@ from .openreg import (  # noqa: E402
 
 _registration.register()
 _import_in_progress = False
+if _check_environment_after_import:
+    _C._check_runtime()
 
 __version__ = "0.1.0"
 

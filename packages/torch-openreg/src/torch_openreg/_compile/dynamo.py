@@ -93,7 +93,7 @@ class OpenRegInterface(dynamo_devices.DeviceInterface):
     set_stream = staticmethod(streams.set_stream)
     synchronize = staticmethod(openreg.synchronize)  # type: ignore[assignment]
     get_device_properties = staticmethod(openreg.get_device_properties)  # type: ignore[assignment]
-    memory_allocated = staticmethod(openreg.memory_allocated)  # type: ignore[assignment]
+    memory_allocated = staticmethod(openreg.memory.memory_allocated)  # type: ignore[assignment]
 
     @staticmethod
     def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:

@@ -8,6 +8,15 @@ makes the Python side agree, as ``torch.cuda`` does: in such a child
 ``torch.openreg.init()``, or torch's lazy initialisation on the first device
 call (``torch.ones(..., device="openreg")``, ``.to("openreg")``) — raises
 CUDA's error with openreg's name.
+
+Some device state lives in the binding, not in the runtime, and ``fork`` copies
+it: the allocator's statistics, the stream pools, the current device. So every
+``torch.openreg`` call that reads or changes a device's state calls
+``_lazy_init()`` first, as torch.cuda's functions do, and raises the same error
+(streams, events, memory statistics and controls, the current device, device
+names and properties). What describes the installation rather than a device —
+``device_count()``, ``is_available()``, the debug and sync-debug switches —
+still answers.
 """
 
 from __future__ import annotations
@@ -33,7 +42,8 @@ def _after_fork_in_child() -> None:
 
 
 def _lazy_init() -> None:
-    """Called by torch before the first device call of a process (and again after a bad fork)."""
+    """Called by torch before the first device call of a process (and again after a bad
+    fork), and by torch.openreg's calls on device state: raises in a bad fork."""
     if _in_bad_fork:
         raise RuntimeError(
             "Cannot re-initialize openreg in forked subprocess. To use openreg with "

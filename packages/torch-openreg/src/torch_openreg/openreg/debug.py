@@ -9,8 +9,12 @@ torch_openreg is imported, so child processes inherit it) or by this module:
   Python stacks and the fix. ``OPENREG_DEBUG_RACES=report`` (the default) warns
   and prints a summary at exit; ``error`` raises at the offending call.
 * ``poison``: every device allocation (and pinned host allocation) is filled with
-  0xFF bytes first, in stream order: NaN in every float type, -1 in every signed
-  integer type. Code that reads memory nobody wrote gives obviously wrong values.
+  0xFF bytes first, in stream order: NaN in the float types, the maximum of the
+  unsigned ones. Where the dtype is known (``torch.empty`` and the other openreg
+  factories), signed integers get a value no data holds instead (the type's
+  minimum; see :func:`poison_value`), so indexing with them raises and sums of
+  them are far from any plausible value. Code that reads memory nobody wrote
+  gives obviously wrong values.
 * ``chaos``: stream workers hold and delay work randomly (keeping FIFO order and
   event waits), and non_blocking copies to the host complete only when something
   waits for them, so a missing synchronization gives a wrong value. Seeded by
@@ -128,7 +132,9 @@ def poison_mask(tensor: torch.Tensor) -> torch.Tensor:
     """Boolean tensor (on ``tensor``'s device): which elements hold the poison pattern.
 
     An element is poisoned when every one of its bytes is 0xFF, the fill of
-    ``OPENREG_DEBUG=poison`` (NaN for floats, -1 for signed integers).
+    ``OPENREG_DEBUG=poison`` (NaN for floats, the maximum of unsigned integers),
+    or when it holds the value :func:`poison_value` gives for its dtype, which
+    the openreg factories (``torch.empty`` and the like) write instead.
     """
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"poison_mask expects a tensor, got {type(tensor).__name__}")
@@ -139,7 +145,25 @@ def poison_mask(tensor: torch.Tensor) -> torch.Tensor:
     bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()]
     raw = tensor.detach().contiguous().view(bits)
     all_ones = 255 if bits == torch.uint8 else -1
-    return raw.eq(all_ones)
+    mask = raw.eq(all_ones)
+    typed = poison_value(tensor.dtype)
+    if typed is None:
+        return mask
+    # NaN for the float8 types whose only NaN is the poison: any NaN matches.
+    holds_typed = tensor.detach().isnan() if typed != typed else tensor.detach().eq(typed)
+    return mask | holds_typed.reshape(mask.shape)
+
+
+def poison_value(dtype: torch.dtype) -> int | float | None:
+    """What a poisoned element of ``dtype`` holds when the dtype was known at allocation.
+
+    ``torch.empty`` and the other openreg factories give signed integers a value
+    no data holds (the type's minimum; for int64, whose minimum would sum to 0,
+    -7046029254386353131), and the float8 types whose 0xFF byte is a number
+    their NaN. None when the 0xFF bytes of every poisoned allocation already are
+    such a value. docs/debug-modes.md lists every dtype.
+    """
+    return _C._poison_value(dtype)
 
 
 def is_poisoned(tensor: torch.Tensor) -> bool:
@@ -247,6 +271,7 @@ __all__ = [
     "get_race_action",
     "is_poisoned",
     "poison_mask",
+    "poison_value",
     "race_report_count",
     "race_reports",
     "set_chaos_seed",

@@ -12,14 +12,9 @@ from __future__ import annotations
 import openreg_runtime
 
 from ._utils import DeviceLike
+from .devices import checked_index
 
 _MIB = 1024 * 1024
-
-
-def _checked(device: DeviceLike) -> int:
-    from . import _checked_index  # the package imports this module first
-
-    return _checked_index(device)
 
 
 def utilization(device: DeviceLike = None) -> int:
@@ -29,7 +24,7 @@ def utilization(device: DeviceLike = None) -> int:
     covers every process of this user using the device; their shares are summed
     and capped at 100 (simulated devices of different processes run side by side).
     """
-    return openreg_runtime.utilization(_checked(device))
+    return openreg_runtime.utilization(checked_index(device))
 
 
 def list_gpu_processes(device: DeviceLike = None) -> str:
@@ -38,7 +33,7 @@ def list_gpu_processes(device: DeviceLike = None) -> str:
     ``device`` defaults to the current device. One line per process:
     ``process <pid> uses <MB> MB GPU memory`` (MB meaning MiB, as in torch.cuda).
     """
-    index = _checked(device)
+    index = checked_index(device)
     processes = [u for u in openreg_runtime.process_usage() if u.device == index]
     lines = [f"GPU:{index}"]
     if not processes:
@@ -47,3 +42,6 @@ def list_gpu_processes(device: DeviceLike = None) -> str:
         mem = process.bytes_in_use / _MIB
         lines.append(f"process {process.pid:>10d} uses {mem:>12.3f} MB GPU memory")
     return "\n".join(lines)
+
+
+__all__ = ["list_gpu_processes", "utilization"]

@@ -13,6 +13,7 @@ from types import TracebackType
 import torch
 
 from .. import _C
+from ._fork import _lazy_init
 from ._utils import DeviceLike, _get_device_index
 
 
@@ -25,6 +26,7 @@ class Stream(torch.Stream):
     """
 
     def __new__(cls, device: DeviceLike = None, priority: int = 0, **kwargs: int) -> Stream:
+        _lazy_init()  # a stream of the parent's device cannot run anything in a forked child
         if {"stream_id", "device_index", "device_type"} <= kwargs.keys():
             return super().__new__(cls, **kwargs)
         index = _get_device_index(device, optional=True)
@@ -62,6 +64,7 @@ class Event(torch.Event):
                 "openreg events cannot be shared between processes (interprocess=True); "
                 "synchronize in the process that records the event"
             )
+        _lazy_init()
         return super().__new__(
             cls,
             device=torch.device("openreg"),
@@ -112,6 +115,7 @@ class StreamContext:
     def __enter__(self) -> torch.Stream | None:
         if self.stream is None:
             return None
+        _lazy_init()
         self._previous_device = _C._exchange_device(self.stream.device_index)
         self._previous_stream = torch.accelerator.current_stream(self.stream.device_index)
         torch.accelerator.set_stream(self.stream)
@@ -132,6 +136,23 @@ class StreamContext:
 def stream(stream: torch.Stream | None) -> StreamContext:
     """``with torch.openreg.stream(s):`` runs the block's work on ``s``."""
     return StreamContext(stream)
+
+
+_MAX_SLEEP_MS = 86_400_000  # one day, as openreg_runtime.Stream.sleep
+
+
+def _sleep(milliseconds: float, device: DeviceLike = None) -> None:
+    """Enqueue a kernel that only waits, on the current stream (like torch.cuda._sleep).
+
+    ``milliseconds`` is a number from 0 to 86400000 (one day); anything else
+    (negative, NaN, infinite, huge) is a ValueError.
+    """
+    if not (0 <= milliseconds <= _MAX_SLEEP_MS):  # also false for NaN
+        raise ValueError(
+            f"_sleep: the duration must be a number of milliseconds from 0 to {_MAX_SLEEP_MS} "
+            f"(one day), got {milliseconds!r}"
+        )
+    _C._sleep(_get_device_index(device, optional=True), round(milliseconds * 1000))
 
 
 __all__ = [
