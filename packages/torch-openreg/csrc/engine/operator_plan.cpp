@@ -56,8 +56,8 @@ bool describeResults(const c10::FunctionSchema& schema, const torch::jit::Stack&
     if (!output.defined()) return true;
     if (output.layout() != c10::kStrided) return false;
     const c10::StorageImpl* storage = output.storage().unsafeGetStorageImpl();
-    const bool shared = std::find(outputStorages.begin(), outputStorages.end(), storage) !=
-                        outputStorages.end();
+    const bool shared =
+        std::find(outputStorages.begin(), outputStorages.end(), storage) != outputStorages.end();
     if (shadows.aliasesShadow(output) || shared) return false;
     outputStorages.push_back(storage);
     return true;
