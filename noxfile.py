@@ -201,6 +201,7 @@ BINDING_DRIVER = (
 # race detector reach Python through the engine).
 BINDING_DRIVER_SOURCES = (
     "base/address_ranges.cpp",
+    "base/brief_lock.cpp",
     "base/byte_units.cpp",
     "base/debug_modes.cpp",
     "base/device.cpp",
