@@ -571,6 +571,17 @@ def preloaded_asan_env(session: nox.Session) -> dict[str, str]:
     return {"LD_PRELOAD": " ".join(preload), **SANITIZER_ENV}
 
 
+def workspace_copy(target: Path) -> Path:
+    """A copy of the workspace's sources at ``target`` (its pyproject.toml, whose build
+    constraints pin torch, and packages/), without build outputs."""
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    shutil.copy2(ROOT / "pyproject.toml", target / "pyproject.toml")
+    outputs = shutil.ignore_patterns("build", "dist", "*.egg-info", "*.so", "__pycache__", "lib")
+    shutil.copytree(ROOT / "packages", target / "packages", ignore=outputs)
+    return target
+
+
 @nox.session(python=PYTHON)
 @timed
 def sanitize(session: nox.Session) -> None:
@@ -581,9 +592,13 @@ def sanitize(session: nox.Session) -> None:
     smoke test. Zero reports: any sanitizer report fails the session. See README,
     "Sanitizers".
     """
-    # Both wheels built instrumented, from sdists as in `wheels`: never in the source
-    # tree, whose build directories belong to the developer's normal builds.
-    wheel_dir = Path(session.create_tmp()) / "sanitized-wheels"
+    # Both wheels built instrumented, from sdists as in `wheels`, of a copy of the
+    # workspace: making an sdist writes into the package's folder (its egg-info, a
+    # release tree), which `wheels`, running beside this session, does at the same time,
+    # and the source tree's build directories belong to the developer's normal builds.
+    tmp = Path(session.create_tmp())
+    workspace = workspace_copy(tmp / "workspace")
+    wheel_dir = tmp / "sanitized-wheels"
     shutil.rmtree(wheel_dir, ignore_errors=True)
     # The binding as a unity build (a translation unit per csrc/ folder, see its setup.py):
     # torch's headers, most of each file's compile time, are parsed once per folder.
@@ -592,7 +607,7 @@ def sanitize(session: nox.Session) -> None:
         ("torch-openreg", {"TORCH_OPENREG_SANITIZE": SANITIZERS, "TORCH_OPENREG_UNITY_BUILD": "1"}),
     ):
         session.run(
-            "uv", "build", "--out-dir", str(wheel_dir), f"packages/{package}",
+            "uv", "build", "--out-dir", str(wheel_dir), str(workspace / "packages" / package),
             env={**variables, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, external=True,
         )  # fmt: skip
     wheel_files = [
