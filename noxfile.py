@@ -29,9 +29,13 @@ from pathlib import Path
 import nox
 
 # Tests start many fresh interpreters: each must find the bytecode of what an earlier
-# one imported (torch's is compiled when an environment is installed; the tests' own
-# modules are written by the first interpreter), so writing it is never switched off.
+# one imported (the first interpreter that imports a module writes it), so writing it is
+# never switched off.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+# The sessions' environments are installed without compiling bytecode (pyproject.toml
+# asks uv to, for the development environment): compiling all of torch costs about 15 s
+# of CPU time per environment, and the tests import only part of it.
+NO_BYTECODE = "--no-compile-bytecode"
 
 ROOT = Path(__file__).parent
 PYTHON = "3.11"
@@ -183,13 +187,22 @@ SANITIZED_BINDING_TESTS = (
         )
     ),
 )
-# Left out under the sanitizers (it runs in `binding` and `checked`): 100 rounds of mask
-# indexing, nonzero and unique on 1M elements, a minute under ASan on 2 cores; the
-# same operations run in steady loops on 50k elements in the same file
-# (test_a_steady_loop_reserves_at_most_twice_its_peak_plus_a_segment).
-SANITIZE_DESELECTED = (
-    "--deselect=packages/torch-openreg/tests/test_kernel_allocations.py::"
-    "test_mask_indexing_runs_on_a_small_device_without_running_out",
+# Left out under the sanitizers, where they would check no native code that the
+# selected tests leave unchecked (all of them run in `binding` or `distributed`):
+SANITIZE_DESELECTED = tuple(
+    f"--deselect=packages/torch-openreg/tests/{test}"
+    for test in (
+        # 100 rounds of mask indexing, nonzero and unique on 1M elements, a minute under
+        # ASan on 2 cores; the same operations run in steady loops on 50k elements in the
+        # same file (test_a_steady_loop_reserves_at_most_twice_its_peak_plus_a_segment).
+        "test_kernel_allocations.py::test_mask_indexing_runs_on_a_small_device_without_running_out",
+        # Worlds of 4 ranks: each rank runs the same native code as in the worlds of 2,
+        # which stay; four instrumented interpreters cost about 20 s of CPU per test.
+        "test_distributed_worlds.py::test_every_collective_matches_gloo_on_cpu[4]",
+        "test_distributed_worlds.py::test_ddp_matches_single_process_training[4]",
+        # The pytest plugin refusing bad options: pytest's usage errors, no device work.
+        "test_debug_modes.py::test_pytest_plugin_refuses_a_seed",
+    )
 )
 RUNTIME_SOURCES = ROOT / "packages" / "openreg-runtime" / "csrc" / "runtime"
 RUNTIME_DRIVER = (
@@ -372,7 +385,7 @@ def install_built(session: nox.Session, shape: str, groups: tuple[str, ...] = ()
     """Install the wheels of ``shape`` from dist/ into the session's environment,
     third-party packages (the test group and ``groups``) pinned to uv.lock."""
     wheels = [built_wheel(session, distribution) for distribution in SHAPES[shape].wheels]
-    session.install("-r", locked_requirements(session, shape, groups), *wheels)
+    session.install(NO_BYTECODE, "-r", locked_requirements(session, shape, groups), *wheels)
 
 
 def shared_environment(session: nox.Session, shape: str) -> Path:
@@ -415,7 +428,7 @@ def wheels(session: nox.Session) -> None:
         session.run("uv", "venv", "--quiet", "--clear", "--python", PYTHON, str(location))
         wheel_files = [built_wheel(session, name) for name in SHAPES[shape].wheels]
         session.run(
-            "uv", "pip", "install", "--python", str(location / "bin" / "python"),
+            "uv", "pip", "install", NO_BYTECODE, "--python", str(location / "bin" / "python"),
             "-r", locked_requirements(session, shape, groups), *wheel_files,
         )  # fmt: skip
 
@@ -513,7 +526,7 @@ def run_integration(session: nox.Session, shape: str) -> None:
     installed), then tests/integration/test_<shape>.py."""
     for distribution in SHAPES[shape].wheels:
         built_wheel(session, distribution)  # a clear error if `wheels` has not run
-    session.install("-r", locked_requirements(session, shape))
+    session.install(NO_BYTECODE, "-r", locked_requirements(session, shape))
     session.run("python", "-m", "ensurepip", "--default-pip", silent=True)
     pip_install = readme_install_commands(session)[SHAPES[shape].wheels[-1]]
     session.run(*pip_install, env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
@@ -614,7 +627,7 @@ def sanitize(session: nox.Session) -> None:
         str(next(wheel_dir.glob(f"{DISTRIBUTIONS[name]}-*.whl")))
         for name in SHAPES["manual"].wheels
     ]
-    session.install("-r", locked_requirements(session, "manual"), *wheel_files)
+    session.install(NO_BYTECODE, "-r", locked_requirements(session, "manual"), *wheel_files)
     env = preloaded_asan_env(session)
     # --capture=sys: a sanitizer report goes to file descriptor 2, which pytest's
     # default capture would swallow along with the aborted process.
@@ -707,9 +720,8 @@ def sanitize_drivers(session: nox.Session) -> None:
     from the native sources that need no Python, with the drivers in */tests/sanitize/:
     several runs under TSan, one under ASan+UBSan with leak detection.
     """
-    # torch only for its headers and libc10/libtorch_cpu: nothing imports it here, so
-    # none of its modules is compiled to bytecode.
-    session.install("--no-compile-bytecode", "-r", locked_requirements(session, "manual"))
+    # torch only for its headers and libc10/libtorch_cpu: nothing imports it here.
+    session.install(NO_BYTECODE, "-r", locked_requirements(session, "manual"))
     find_torch = (
         "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0])"
     )
