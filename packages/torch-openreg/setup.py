@@ -53,14 +53,25 @@ PRECOMPILED_TORCH_HEADERS = (
     "ATen/core/dispatch/Dispatcher.h",
     "torch/library.h",
 )
+
+
+def build_switch(name: str, default: bool) -> bool:
+    """An on/off build variable: 1 or 0 (unset: ``default``); anything else is refused,
+    as a misspelt value would otherwise silently build the other way."""
+    value = os.environ.get(name, "").strip()
+    if value not in ("", "0", "1"):
+        raise SystemExit(f"torch-openreg: {name}={value!r} is invalid: set it to 1 or 0.")
+    return default if value == "" else value == "1"
+
+
 # TORCH_OPENREG_PRECOMPILED_HEADER=0 compiles every file from its includes alone.
-PRECOMPILED_HEADER = os.environ.get("TORCH_OPENREG_PRECOMPILED_HEADER", "1") != "0"
+PRECOMPILED_HEADER = build_switch("TORCH_OPENREG_PRECOMPILED_HEADER", default=True)
 # TORCH_OPENREG_UNITY_BUILD=1 compiles each folder of csrc/ as one translation unit
 # that includes the folder's files, so torch's headers are parsed once per folder.
 # `nox -s sanitize` builds so (its instrumented build runs in every CI run). Normal
 # builds compile file by file: each file must include what it uses, and names in
 # anonymous namespaces must differ between the files of one folder.
-UNITY_BUILD = os.environ.get("TORCH_OPENREG_UNITY_BUILD", "") == "1"
+UNITY_BUILD = build_switch("TORCH_OPENREG_UNITY_BUILD", default=False)
 
 
 def installed_runtime_include() -> Path | None:
@@ -108,8 +119,10 @@ class OpenRegBuildExtension(BuildExtension):
         compiler = self.compiler.compiler_so
         if PRECOMPILED_HEADER and is_gcc(compiler[0]):
             header = self.precompile_torch_headers(compiler, ext)
-            # -Winvalid-pch: a precompiled header GCC cannot use says why in the log.
-            ext.extra_compile_args += ["-include", str(header), "-Winvalid-pch"]
+            # A precompiled header GCC cannot use would be replaced by the header's
+            # text without a word, and the build would be slow for no visible reason:
+            # made an error, it says why (e.g. "settings for -fexceptions do not match").
+            ext.extra_compile_args += ["-include", str(header), "-Werror=invalid-pch"]
         super().build_extension(ext)
 
     def unity_sources(self, sources: list[str]) -> list[str]:
