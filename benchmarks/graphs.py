@@ -1,4 +1,4 @@
-"""Family 12: replaying captured graphs against launching the same work eagerly.
+"""Family 13: replaying captured graphs against launching the same work eagerly.
 
 A graph records a sequence of launches once (``torch.openreg.graph``) and replays it as
 one piece of stream work, so the host pays one launch instead of one per operator.
@@ -23,7 +23,7 @@ from torch import nn
 
 from benchmarks.common import Figure, Settings, compare, ratio_figure
 
-FAMILY = "12 graphs"
+FAMILY = "13 graphs"
 CHAIN_LENGTH = 200
 CHAIN_ELEMENTS = 100
 CHAIN_VS_EAGER_TARGET = 0.5

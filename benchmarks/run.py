@@ -10,7 +10,8 @@ Families: ``ops`` (1: measured by this script in ``--processes`` fresh subproces
 OPENREG_FALLBACK=copy, one subprocess, ``--mode copy``), ``training`` (3),
 ``allocation`` (4), ``copies`` (5), ``imports`` (6), ``compile`` (7: torch.compile),
 ``distributed`` (9: two ranks), ``debug`` (10: training steps with OPENREG_DEBUG modes on),
-``profiler`` (11: a profiled training step).
+``profiler`` (11: a profiled training step), ``cpu-time`` (12: process CPU time of training
+steps, OMP_NUM_THREADS=1).
 See benchmarks/README.md.
 """
 
@@ -56,6 +57,7 @@ FAMILIES = (
     "distributed",
     "debug",
     "profiler",
+    "cpu-time",
     "graphs",
 )
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results.json"
@@ -150,6 +152,7 @@ def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> li
     from benchmarks import (
         compiled,
         cpu_tax,
+        cpu_time,
         debug_modes,
         distributed,
         graphs,
@@ -171,6 +174,7 @@ def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> li
         "cpu-tax": lambda: cpu_tax.run(settings),
         "debug": lambda: debug_modes.run(settings),
         "profiler": lambda: profiler.run(settings),
+        "cpu-time": lambda: cpu_time.run(settings),
         "graphs": lambda: graphs.run(settings),
     }
     return runners[name]()

@@ -26,8 +26,10 @@ import os
 # A previously installed autoload shim must not load the package being built.
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
+import hashlib
 import importlib.util
 import shutil
+import subprocess
 from pathlib import Path
 
 import torch
@@ -42,6 +44,34 @@ HEADER = "openreg.h"
 CHECKOUT_INCLUDE = HERE.parent / "openreg-runtime" / "src" / "openreg_runtime" / "include"
 # Where the sdist keeps its copy of the header (relative to the sdist's root).
 SDIST_INCLUDE = "include"
+# The torch headers most of the binding's files include, and which take most of their
+# compile time: parsed once per build into a precompiled header that GCC loads before
+# each file (docs/ci.md). Each file still includes what it uses itself.
+PRECOMPILED_TORCH_HEADERS = (
+    "c10/util/Exception.h",
+    "ATen/core/Tensor.h",
+    "ATen/core/dispatch/Dispatcher.h",
+    "torch/library.h",
+)
+
+
+def build_switch(name: str, default: bool) -> bool:
+    """An on/off build variable: 1 or 0 (unset: ``default``); anything else is refused,
+    as a misspelt value would otherwise silently build the other way."""
+    value = os.environ.get(name, "").strip()
+    if value not in ("", "0", "1"):
+        raise SystemExit(f"torch-openreg: {name}={value!r} is invalid: set it to 1 or 0.")
+    return default if value == "" else value == "1"
+
+
+# TORCH_OPENREG_PRECOMPILED_HEADER=0 compiles every file from its includes alone.
+PRECOMPILED_HEADER = build_switch("TORCH_OPENREG_PRECOMPILED_HEADER", default=True)
+# TORCH_OPENREG_UNITY_BUILD=1 compiles each folder of csrc/ as one translation unit
+# that includes the folder's files, so torch's headers are parsed once per folder.
+# `nox -s sanitize` builds so (its instrumented build runs in every CI run). Normal
+# builds compile file by file: each file must include what it uses, and names in
+# anonymous namespaces must differ between the files of one folder.
+UNITY_BUILD = build_switch("TORCH_OPENREG_UNITY_BUILD", default=False)
 
 
 def installed_runtime_include() -> Path | None:
@@ -68,6 +98,69 @@ def runtime_include_dir() -> Path:
         "runtime's sources next to packages/torch-openreg), from the torch-openreg sdist, or "
         "install openreg-runtime into the build environment first."
     )
+
+
+def is_gcc(compiler: str) -> bool:
+    """Whether ``compiler`` is GCC (whose precompiled headers Clang cannot read)."""
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True)
+    except OSError:
+        return False
+    return version.returncode == 0 and "Free Software Foundation" in version.stdout
+
+
+class OpenRegBuildExtension(BuildExtension):
+    """PyTorch's extension build, with the torch headers precompiled (GCC) and the
+    optional unity build."""
+
+    def build_extension(self, ext: CppExtension) -> None:
+        if UNITY_BUILD:
+            ext.sources = self.unity_sources(ext.sources)
+        compiler = self.compiler.compiler_so
+        if PRECOMPILED_HEADER and is_gcc(compiler[0]):
+            header = self.precompile_torch_headers(compiler, ext)
+            # A precompiled header GCC cannot use would be replaced by the header's
+            # text without a word, and the build would be slow for no visible reason:
+            # made an error, it says why (e.g. "settings for -fexceptions do not match").
+            ext.extra_compile_args += ["-include", str(header), "-Werror=invalid-pch"]
+        super().build_extension(ext)
+
+    def unity_sources(self, sources: list[str]) -> list[str]:
+        """One generated source per folder of ``sources``, including the folder's files."""
+        folders: dict[str, list[str]] = {}
+        for source in sources:
+            folders.setdefault(Path(source).parent.name, []).append(source)
+        unity = Path(self.build_temp) / "unity"
+        unity.mkdir(parents=True, exist_ok=True)
+        generated = []
+        for folder, files in sorted(folders.items()):
+            text = "".join(f'#include "{(HERE / name).resolve()}"\n' for name in sorted(files))
+            path = unity / f"{folder}.cpp"
+            if not path.is_file() or path.read_text() != text:  # unchanged: not rebuilt
+                path.write_text(text)
+            generated.append(os.path.relpath(path, HERE))
+        return generated
+
+    def precompile_torch_headers(self, compiler: list[str], ext: CppExtension) -> Path:
+        """Compiles the header into ``<header>.gch`` with the flags every file is
+        compiled with (GCC uses it only then), unless an identical one exists: a new
+        one would make every object file out of date."""
+        header = Path(self.build_temp).resolve() / "precompiled" / "torch_headers.h"
+        text = "".join(f"#include <{name}>\n" for name in PRECOMPILED_TORCH_HEADERS)
+        includes = [f"-I{d}" for d in [*ext.include_dirs, *self.compiler.include_dirs]]
+        command = [*compiler, *includes, *ext.extra_compile_args, "-x", "c++-header"]
+        command += [str(header), "-o", f"{header}.gch"]
+        stamp = hashlib.sha256(f"{torch.__version__}\n{text}\n{command}".encode()).hexdigest()
+        stamp_file = header.with_suffix(".stamp")
+        built = Path(f"{header}.gch").is_file() and stamp_file.is_file()
+        if built and stamp_file.read_text() == stamp:
+            return header
+        header.parent.mkdir(parents=True, exist_ok=True)
+        header.write_text(text)
+        print(f"precompiling {', '.join(PRECOMPILED_TORCH_HEADERS)}", flush=True)
+        subprocess.run(command, check=True)
+        stamp_file.write_text(stamp)
+        return header
 
 
 class BuildPyWithBuildInfo(build_py):
@@ -119,6 +212,9 @@ setup(
             extra_compile_args=[
                 "-O1" if SANITIZE else "-O2",
                 "-g0",
+                # Stated, not left to PyTorch's default: the precompiled header is
+                # compiled with exactly these flags.
+                "-std=c++20",
                 "-Wall",
                 "-Wno-unused-parameter",
                 "-Wno-interference-size",
@@ -129,7 +225,7 @@ setup(
         )
     ],
     cmdclass={
-        "build_ext": BuildExtension.with_options(use_ninja=True),
+        "build_ext": OpenRegBuildExtension.with_options(use_ninja=True),
         "build_py": BuildPyWithBuildInfo,
         "sdist": SdistWithRuntimeHeader,
     },

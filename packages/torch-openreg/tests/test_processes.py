@@ -69,6 +69,7 @@ def run_fork(run_python, use_device_first: bool, body: str = CHILD_CALLS) -> dic
     return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in lines}
 
 
+@pytest.mark.child_interpreters
 def test_child_forked_after_device_use_cannot_initialise(run_python) -> None:
     report = run_fork(run_python, use_device_first=True)
     assert report["is_in_bad_fork"] == "returned: True"
@@ -115,6 +116,7 @@ DEVICE_STATE_CALLS = """
 """
 
 
+@pytest.mark.child_interpreters
 def test_child_forked_after_device_use_refuses_device_state_calls(run_python) -> None:
     report = run_fork(run_python, use_device_first=True, body=DEVICE_STATE_CALLS)
     answering = {"device_count": "returned: 2", "is_available": "returned: True"}
@@ -125,6 +127,7 @@ def test_child_forked_after_device_use_refuses_device_state_calls(run_python) ->
     assert len(report) == 27, report
 
 
+@pytest.mark.child_interpreters
 def test_child_forked_before_any_device_use_can_make_streams_and_read_memory(run_python) -> None:
     body = """
     attempt("Stream", lambda: type(torch.openreg.Stream()).__name__)
@@ -142,6 +145,7 @@ def test_error_is_cudas_with_openreg_name() -> None:
     assert BAD_FORK.replace("openreg", "CUDA") in source
 
 
+@pytest.mark.child_interpreters
 def test_child_forked_before_any_device_use_can_use_the_device(run_python) -> None:
     report = run_fork(run_python, use_device_first=False)
     assert report["is_in_bad_fork"] == "returned: False"
@@ -150,6 +154,7 @@ def test_child_forked_before_any_device_use_can_use_the_device(run_python) -> No
     assert report["to"] == "returned: 2.0"
 
 
+@pytest.mark.child_interpreters
 def test_grandchild_of_a_bad_fork_is_in_a_bad_fork_too(run_python) -> None:
     body = """
     pid = os.fork()
@@ -187,6 +192,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.child_interpreters
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_multiprocessing_start_methods(run_python, tmp_path, method: str) -> None:
     # spawn needs an importable __main__: run the script from a file.
@@ -280,6 +286,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.child_interpreters
 def test_sending_over_a_pipe_raises_at_the_sender(run_python, tmp_path) -> None:
     script = tmp_path / "pipe.py"
     script.write_text(SEND_OVER_PIPE)
@@ -291,6 +298,7 @@ def test_sending_over_a_pipe_raises_at_the_sender(run_python, tmp_path) -> None:
     assert lines[2] == "exit 0"
 
 
+@pytest.mark.child_interpreters
 def test_sending_over_a_queue_reports_at_the_sender_and_sends_nothing(run_python, tmp_path) -> None:
     script = tmp_path / "queue.py"
     script.write_text(SEND_OVER_QUEUE)

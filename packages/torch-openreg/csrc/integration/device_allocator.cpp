@@ -174,7 +174,7 @@ DeviceAllocator& deviceAllocator() {
 
 namespace {
 // Registered at load time of _C (static initialisation).
-const bool registered = [] {
+const bool allocatorRegistered = [] {
   c10::SetAllocator(c10::DeviceType::PrivateUse1, &deviceAllocator());
   return true;
 }();

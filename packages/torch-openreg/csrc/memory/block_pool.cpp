@@ -4,6 +4,7 @@
 #include "memory/block_pool.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <algorithm>
 #include <array>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/brief_lock.h"
 #include "base/byte_units.h"
 #include "base/debug_modes.h"
 #include "base/device.h"
@@ -146,7 +148,7 @@ Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
   const size_t size = roundRequest(bytes);
   const bool small = size <= kSmallRequest;
   const auto context = observerContext(true);
-  std::unique_lock<std::mutex> lock(mutex_);
+  auto lock = lockBriefly(mutex_);
   if (!pendingFrees_.empty()) collectPendingFrees();
   settleFreedBlocks();
   PrivatePool* pool = routedPool(stream);
@@ -438,7 +440,7 @@ Block* BlockPool::mergeWithNeighbours(Block* block) {
 
 void BlockPool::free(Block* block) {
   const auto context = observerContext(false);
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   allocated_.erase(block->pointer);
   // As CUDA counts it: the tensor's bytes stop being allocated now; the block
   // stays active until it is back in the pool.
@@ -468,12 +470,17 @@ void BlockPool::returnToPool(Block* block, const std::shared_ptr<c10::GatheredCo
 
 void BlockPool::settleFreedBlocks() {
   if (settling_.empty()) return;
-  std::unordered_map<orStream_t, uint64_t> completed;  // asked once per stream
-  std::vector<Block*> settled;
+  // Asked once per stream; this runs at every allocation while blocks settle,
+  // so nothing here allocates in the common case (a stream or two).
+  c10::SmallVector<std::pair<orStream_t, uint64_t>, 4> completed;
+  c10::SmallVector<Block*, 16> settled;
   for (Block* block : settling_) {
-    auto known = completed.find(block->stream);
-    if (known == completed.end())
-      known = completed.emplace(block->stream, completedWork(block->stream)).first;
+    auto known = std::find_if(completed.begin(), completed.end(),
+                              [&](const auto& entry) { return entry.first == block->stream; });
+    if (known == completed.end()) {
+      completed.emplace_back(block->stream, completedWork(block->stream));
+      known = completed.end() - 1;
+    }
     if (block->freedAt <= known->second) settled.push_back(block);
   }
   // A block merges only into settled neighbours, which these are not yet: none
@@ -486,7 +493,7 @@ void BlockPool::settleFreedBlocks() {
 }
 
 Block* BlockPool::find(void* pointer) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   auto found = allocated_.find(pointer);
   TORCH_CHECK(found != allocated_.end(), "openreg: ", pointer,
               " is not an allocated block of device ", static_cast<int>(device_));
@@ -555,7 +562,7 @@ BlockPool::PrivatePools::iterator BlockPool::forgetPool(PrivatePools::iterator e
 }
 
 void BlockPool::emptyCache(PoolId id) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  auto lock = lockBriefly(mutex_);
   waitForDeviceIdle(lock);
   waitForPendingFrees(lock);
   if (id == kDefaultPool) {
@@ -571,14 +578,14 @@ void BlockPool::emptyCache(PoolId id) {
 }
 
 void BlockPool::retainPool(PoolId id, PoolOptions options) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   std::unique_ptr<PrivatePool>& pool = privatePools_[id];
   if (pool == nullptr) pool = std::make_unique<PrivatePool>(PrivatePool{id, options});
   ++pool->useCount;
 }
 
 void BlockPool::releasePool(PoolId id) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   PrivatePool* pool = findPool(id);
   if (pool != nullptr && pool->useCount > 0) --pool->useCount;
 }
@@ -586,7 +593,7 @@ void BlockPool::releasePool(PoolId id) noexcept {
 void BlockPool::returnPoolMemory(PoolId id) {
   std::vector<Block*> segments;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    const auto lock = lockBriefly(mutex_);
     auto entry = privatePools_.find(id);
     if (entry == privatePools_.end() || entry->second->useCount > 0) return;
     segments = takeUnusedSegments(entry->second.get());
@@ -601,7 +608,7 @@ void BlockPool::returnPoolMemory(PoolId id) {
 }
 
 int BlockPool::poolUseCount(PoolId id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   PrivatePool* pool = findPool(id);
   return pool == nullptr ? 0 : pool->useCount;
 }
@@ -612,24 +619,24 @@ void BlockPool::setMemoryFraction(double fraction) {
     DeviceScope scope(device_);
     OPENREG_CHECK(orMemGetInfo(&free, &total));
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   memoryFraction_ = fraction;
   // At least one byte: a fraction of 0 allows nothing (0 means "no limit").
   memoryLimit_ = std::max<size_t>(1, static_cast<size_t>(fraction * static_cast<double>(total)));
 }
 
 double BlockPool::memoryFraction() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   return memoryFraction_;
 }
 
 c10::CachingDeviceAllocator::DeviceStats BlockPool::stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   return stats_;
 }
 
 void BlockPool::resetAccumulatedStats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   forEachStat(stats_, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
   stats_.num_alloc_retries = 0;
   stats_.num_ooms = 0;
@@ -638,7 +645,7 @@ void BlockPool::resetAccumulatedStats() {
 }
 
 void BlockPool::resetPeakStats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   forEachStat(stats_, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 
@@ -686,7 +693,7 @@ void BlockPool::notify(PoolAction action, void* address, size_t size, orStream_t
 }
 
 std::vector<SegmentView> BlockPool::segments() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   // Every block is allocated, waiting for its recorded streams, or free; a
   // segment starts at a block without a previous neighbour.
   std::vector<const Block*> heads;
