@@ -174,6 +174,7 @@ SANITIZED_BINDING_TESTS = (
             "test_distributed.py",
             "test_distributed_worlds.py",
             "test_exit_path.py",
+            "test_graphs.py",
         )
     ),
     *(

@@ -789,6 +789,7 @@ def test_compile_reduce_overhead_falls_back_as_on_the_cpu():
     assert skips == {"cpu": 1, "openreg": 1}
 
 
+@pytest.mark.child_interpreters
 def test_exiting_during_a_capture_discards_it_with_a_note(run_python):
     result = run_python(
         """
