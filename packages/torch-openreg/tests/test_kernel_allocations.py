@@ -148,8 +148,8 @@ print(json.dumps({"numel": y.numel(),
 @pytest.mark.child_interpreters
 def test_mask_indexing_runs_on_a_small_device_without_running_out(run_python) -> None:
     # The loop allocates a fraction of the device at a time; memory freed by the
-    # host must serve the next iteration's kernel-side results (when it did not, the
-    # device ran out after about 55 iterations).
+    # host must serve the next iteration's kernel-side results (when it did not, before
+    # issue 28's allocator, this loop ran out of device memory in its fourth iteration).
     source = """
 import json, torch, torch_openreg
 x = torch.randn(1_000_000, device="openreg")
