@@ -143,6 +143,20 @@ def _timed_batch(fn: Callable[[], object], calls: int, sync: Callable[[], None] 
     return (time.perf_counter() - start) / calls
 
 
+def _timed_batch_with_cpu(
+    fn: Callable[[], object], calls: int, sync: Callable[[], None] | None
+) -> tuple[float, float]:
+    """Wall and process CPU seconds per call (every thread of the process), as _timed_batch."""
+    if sync is not None:
+        sync()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        fn()
+    if sync is not None:
+        sync()
+    return (time.perf_counter() - start) / calls, (time.process_time() - cpu_start) / calls
+
+
 @dataclass
 class Pair:
     """Interleaved measurements of openreg and its peer: per-call seconds per repeat."""
@@ -232,6 +246,43 @@ def compare(
     finally:
         gc.enable()
     return Pair(openreg_times, peer_times, calls)
+
+
+def compare_with_cpu_time(
+    openreg_fn: Callable[[], object],
+    peer_fn: Callable[[], object],
+    sync: Callable[[], None] | None,
+    settings: Settings,
+    *,
+    warmup: int = 5,
+    min_batch_seconds: float | None = None,
+) -> tuple[Pair, Pair]:
+    """As compare(), timing each batch in wall time and in process CPU time: (wall, cpu).
+
+    Process CPU time counts every thread: for openreg the host thread and the stream
+    worker that runs the kernels (and the autograd engine's device thread), for the CPU
+    the one thread that does both."""
+    for _ in range(warmup):
+        openreg_fn()
+        peer_fn()
+    if sync is not None:
+        sync()
+    batch = settings.min_batch_seconds if min_batch_seconds is None else min_batch_seconds
+    probe = max(_timed_batch(openreg_fn, 3, sync), _timed_batch(peer_fn, 3, None))
+    calls = min(MAX_CALLS, max(1, math.ceil(batch / max(probe, 1e-9))))
+    times: dict[str, list[tuple[float, float]]] = {"openreg": [], "peer": []}
+    gc.collect()
+    gc.disable()
+    try:
+        for repeat in range(settings.repeats):
+            sides = [("openreg", openreg_fn, sync), ("peer", peer_fn, None)]
+            for side, fn, side_sync in sides if repeat % 2 == 0 else reversed(sides):
+                times[side].append(_timed_batch_with_cpu(fn, calls, side_sync))
+    finally:
+        gc.enable()
+    wall = Pair([t[0] for t in times["openreg"]], [t[0] for t in times["peer"]], calls)
+    cpu = Pair([t[1] for t in times["openreg"]], [t[1] for t in times["peer"]], calls)
+    return wall, cpu
 
 
 # The first eight columns of /proc/stat's "cpu" line; the later guest columns are

@@ -1,4 +1,4 @@
-"""Family 12: sending a tensor to another process (torch.multiprocessing), zero copy.
+"""Family 14: sending a tensor to another process (torch.multiprocessing), zero copy.
 
 One spawned receiver. A round: this process sends a tensor over a
 ``multiprocessing`` pipe (torch's reducers: the storage travels as a file
@@ -22,7 +22,7 @@ import torch
 
 from benchmarks.common import MIN_BATCH_SECONDS, Figure, Pair, Settings, ratio_figure
 
-FAMILY = "12 processes"
+FAMILY = "14 processes"
 SEND_RATIO_TARGET = 1.2  # openreg / CPU, 64 MiB
 SIZE_RATIO_TARGET = 1.2  # openreg 256 MiB / 1 MiB
 MIB = 1 << 20

@@ -10,8 +10,9 @@ Families: ``ops`` (1: measured by this script in ``--processes`` fresh subproces
 OPENREG_FALLBACK=copy, one subprocess, ``--mode copy``), ``training`` (3),
 ``allocation`` (4), ``copies`` (5), ``imports`` (6), ``compile`` (7: torch.compile),
 ``distributed`` (9: two ranks), ``debug`` (10: training steps with OPENREG_DEBUG modes on),
-``profiler`` (11: a profiled training step), ``ipc`` (12: a tensor sent to another
-process).
+``profiler`` (11: a profiled training step), ``cpu-time`` (12: process CPU time of training
+steps, OMP_NUM_THREADS=1), ``graphs`` (13: replayed graphs), ``ipc`` (14: a tensor sent to
+another process).
 See benchmarks/README.md.
 """
 
@@ -57,6 +58,8 @@ FAMILIES = (
     "distributed",
     "debug",
     "profiler",
+    "cpu-time",
+    "graphs",
     "ipc",
 )
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results.json"
@@ -151,8 +154,10 @@ def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> li
     from benchmarks import (
         compiled,
         cpu_tax,
+        cpu_time,
         debug_modes,
         distributed,
+        graphs,
         imports,
         ipc,
         memory,
@@ -172,6 +177,8 @@ def family_runner(name: str, args: argparse.Namespace, settings: Settings) -> li
         "cpu-tax": lambda: cpu_tax.run(settings),
         "debug": lambda: debug_modes.run(settings),
         "profiler": lambda: profiler.run(settings),
+        "cpu-time": lambda: cpu_time.run(settings),
+        "graphs": lambda: graphs.run(settings),
         "ipc": lambda: ipc.run(settings),
     }
     return runners[name]()

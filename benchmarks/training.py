@@ -63,6 +63,69 @@ def _transformer() -> tuple[
     return model, optimizer, data, loss
 
 
+class _GPT2Block(nn.Module):
+    """A GPT-2 block from torch.nn modules: pre-norm causal self-attention, then a GELU MLP."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.ln_2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(
+            nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width)
+        )
+
+    def forward(self, x: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
+        y = self.ln_1(x)
+        x = x + self.attn(y, y, y, attn_mask=causal, need_weights=False)[0]
+        return x + self.mlp(self.ln_2(x))
+
+
+class _GPT2(nn.Module):
+    """GPT-2's shape in miniature: token and position embeddings, blocks, a final norm and
+    a language-model head tied to the token embedding (no Hugging Face download)."""
+
+    def __init__(self, vocab: int, width: int, heads: int, layers: int, context: int) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Embedding(context, width)
+        self.h = nn.ModuleList(_GPT2Block(width, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(width)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+        causal = torch.triu(torch.ones(context, context, dtype=torch.bool), diagonal=1)
+        self.register_buffer("causal", causal)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        x = self.wte(tokens) + self.wpe(positions)
+        for block in self.h:
+            x = block(x, self.causal)
+        return self.lm_head(self.ln_f(x))
+
+
+GPT2_VOCAB = 128
+
+
+def _gpt2() -> Workload:
+    model = _GPT2(vocab=GPT2_VOCAB, width=64, heads=4, layers=2, context=16)
+    g = torch.Generator().manual_seed(4)
+    data = (
+        torch.randint(0, GPT2_VOCAB, (4, 16), generator=g),
+        torch.randint(0, GPT2_VOCAB, (4, 16), generator=g),
+    )
+
+    def optimizer(m: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(m.parameters(), lr=1e-3)
+
+    def loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(output.reshape(-1, GPT2_VOCAB), target.reshape(-1))
+
+    return model, optimizer, data, loss
+
+
+GPT2_NAME = "GPT-2-style 2x(d64, 4 heads), vocab 128, seq 16, batch 4, AdamW"
+
 MODELS = {
     "MLP 256-512-512-10, batch 64, SGD": _mlp,
     "Transformer encoder 2x(d128, 4 heads), batch 16x32, Adam": _transformer,

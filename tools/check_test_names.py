@@ -8,19 +8,30 @@ exits non-zero naming each clash.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIPPED_PARTS = {".venv", ".nox", "build", "node_modules", ".git"}
+# A release tree setuptools writes while it makes an sdist (packages/<package>/<name>-<version>/):
+# a copy of the package's tests, there only while a build runs beside the lint.
+RELEASE_TREE = re.compile(r"^[A-Za-z0-9_.]+-[0-9]")
+
+
+def skipped(relative: Path) -> bool:
+    if not SKIPPED_PARTS.isdisjoint(relative.parts):
+        return True
+    parts = relative.parts
+    return len(parts) > 3 and parts[0] == "packages" and bool(RELEASE_TREE.match(parts[2]))
 
 
 def test_modules() -> dict[str, list[Path]]:
-    """Every test_*.py outside virtual environments and build trees, by base name."""
+    """Every test_*.py outside virtual environments and build or release trees, by base name."""
     found: dict[str, list[Path]] = defaultdict(list)
     for path in ROOT.rglob("test_*.py"):
-        if SKIPPED_PARTS.isdisjoint(path.relative_to(ROOT).parts):
+        if not skipped(path.relative_to(ROOT)):
             found[path.name].append(path.relative_to(ROOT))
     return found
 

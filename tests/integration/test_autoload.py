@@ -252,7 +252,7 @@ def test_import_time(python: Python, report: Callable[[str], None]) -> None:
     t2 = time.perf_counter()
     print(json.dumps([t1 - t0, t2 - t1]))
     """
-    rounds = 5
+    rounds = 3
     samples: dict[str, list[list[float]]] = {"off": [], "on": []}
     python.ok(code)  # warm the page cache so the first sample is not an outlier
     for _ in range(rounds):  # interleaved, so load changes hit both variants alike

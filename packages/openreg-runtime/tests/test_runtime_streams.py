@@ -462,3 +462,31 @@ def test_progress_inside_work_counts_the_operations_before_it():
     stream.launch(lambda: seen.append(stream.progress()[1]))
     stream.synchronize()
     assert seen == [1, 2]
+
+
+def test_work_launched_to_an_idle_worker_runs_without_anyone_waiting():
+    # A worker out of work dozes, and launches wake it once per batch; work it was not
+    # woken for still runs when the doze ends, with nobody waiting for the stream.
+    stream = rt.Stream()
+    stream.launch(lambda: None)
+    stream.synchronize()
+    for pause in (0.0, 0.0001, 0.01):  # caught polling, dozing, or asleep
+        time.sleep(pause)
+        ran = threading.Event()
+        stream.launch(lambda: None)
+        stream.launch(ran.set)
+        assert ran.wait(60)
+
+
+def test_a_query_starts_queued_work():
+    stream = rt.Stream()
+    stream.launch(lambda: None)
+    stream.synchronize()
+    time.sleep(0.01)  # the worker sleeps
+    ran = []
+    for index in range(3):  # fewer than a batch
+        stream.launch(lambda index=index: ran.append(index))
+    deadline = time.monotonic() + 60
+    while not stream.query():
+        assert time.monotonic() < deadline
+    assert ran == [0, 1, 2]

@@ -503,6 +503,7 @@ def _exit_with_pending(run_python, devices: list[str], after: str = ""):
     return result
 
 
+@pytest.mark.child_interpreters
 def test_a_kernel_error_pending_at_exit_is_reported_and_fails_the_process(run_python):
     result = _exit_with_pending(run_python, ["openreg:0"])
     assert result.returncode == 1, result.stderr  # what an unhandled exception gives
@@ -514,6 +515,7 @@ def test_a_kernel_error_pending_at_exit_is_reported_and_fails_the_process(run_py
     assert "openreg:0" in report[0], report
 
 
+@pytest.mark.child_interpreters
 def test_kernel_errors_pending_at_exit_on_two_devices_are_all_reported(run_python):
     result = _exit_with_pending(run_python, ["openreg:0", "openreg:1"])
     assert result.returncode == 1, result.stderr
@@ -523,6 +525,7 @@ def test_kernel_errors_pending_at_exit_on_two_devices_are_all_reported(run_pytho
         ), result.stderr
 
 
+@pytest.mark.child_interpreters
 def test_a_kernel_error_reported_before_exit_is_not_reported_again(run_python):
     caught = "try:\n    torch.openreg.synchronize()\nexcept RuntimeError:\n    print('caught')"
     result = _exit_with_pending(run_python, ["openreg:0"], after=caught)

@@ -540,6 +540,7 @@ def test_swish_trains_inside_a_module() -> None:
     assert losses["openreg"][-1] < losses["openreg"][0]  # it learns
 
 
+@pytest.mark.child_interpreters
 def test_exit_waits_for_a_busy_autograd_device_thread(run_python) -> None:
     """An autograd device thread lets go of a finished backward's graph task (which
     holds Python objects, so it needs the GIL) just after the backward returned. If
@@ -572,6 +573,7 @@ def test_exit_waits_for_a_busy_autograd_device_thread(run_python) -> None:
     assert result.stdout.strip() == "idle at exit: True", result.stdout + result.stderr
 
 
+@pytest.mark.child_interpreters
 def test_exit_gives_up_on_an_autograd_thread_that_never_goes_idle(run_python) -> None:
     """The wait is bounded: a device thread stuck in a backward (run by a daemon
     thread, say) delays exit by the limit at most, it does not hang it."""

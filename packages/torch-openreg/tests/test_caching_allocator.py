@@ -27,6 +27,12 @@ import re
 import textwrap
 from typing import Any
 
+import pytest
+
+# Every test runs its device work in fresh interpreters it starts (see the
+# child_interpreters marker in pyproject.toml).
+pytestmark = pytest.mark.child_interpreters
+
 KiB = 1 << 10
 MiB = 1 << 20
 SMALL_SEGMENT = 2 * MiB

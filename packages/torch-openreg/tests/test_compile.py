@@ -374,6 +374,7 @@ def test_compile_with_autocast() -> None:
 # ---- processes: lazy registration, compile workers, the FX graph cache ------------
 
 
+@pytest.mark.child_interpreters
 def test_registration_waits_for_dynamo(
     run_python: Callable[..., subprocess.CompletedProcess],
 ) -> None:
@@ -410,6 +411,7 @@ print(json.dumps({"hits": counters["inductor"]["fxgraph_cache_hit"],
 """
 
 
+@pytest.mark.child_interpreters
 def test_compile_workers_in_subprocesses(
     run_python: Callable[..., subprocess.CompletedProcess], tmp_path: object
 ) -> None:
@@ -425,6 +427,7 @@ def test_compile_workers_in_subprocesses(
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.child_interpreters
 def test_fx_graph_cache_is_reused_by_another_process(
     run_python: Callable[..., subprocess.CompletedProcess], tmp_path: object
 ) -> None:

@@ -24,6 +24,7 @@ def assert_killed_by_segfault(result) -> str:
     return lines[0]
 
 
+@pytest.mark.child_interpreters
 def test_host_read_of_device_memory_segfaults_with_diagnostic(run_python):
     result = run_python(
         """
@@ -46,6 +47,7 @@ def test_host_read_of_device_memory_segfaults_with_diagnostic(run_python):
     assert "tensor.cpu()" in line
 
 
+@pytest.mark.child_interpreters
 def test_host_write_of_device_memory_segfaults_with_diagnostic(run_python):
     result = run_python(
         """

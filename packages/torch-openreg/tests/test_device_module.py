@@ -44,6 +44,7 @@ def test_package_reexports_device_module_functions():
     assert torch_openreg.device is torch.openreg.device
 
 
+@pytest.mark.child_interpreters
 def test_device_count_follows_environment_and_initialisation_is_lazy(run_python):
     # One fresh interpreter (they are slow to start) for both environment-dependent facts.
     result = run_python(
@@ -62,6 +63,7 @@ def test_device_count_follows_environment_and_initialisation_is_lazy(run_python)
     assert result.stdout.split() == ["False", "4", "4", "False", "openreg:3", "True"]
 
 
+@pytest.mark.child_interpreters
 def test_invalid_device_count_environment(run_python):
     result = run_python(
         """
@@ -98,6 +100,7 @@ for warning in caught:
 """
 
 
+@pytest.mark.child_interpreters
 @pytest.mark.parametrize("value", ["0", "17", "two"])
 def test_an_invalid_device_count_warns_once_naming_the_valid_range(run_python, value):
     result = run_python(WARNINGS_OF_AVAILABILITY, OPENREG_DEVICE_COUNT=value)
@@ -113,12 +116,14 @@ def test_an_invalid_device_count_warns_once_naming_the_valid_range(run_python, v
     assert "OPENREG_DEVICE_COUNT" not in result.stderr, result.stderr
 
 
+@pytest.mark.child_interpreters
 def test_a_valid_device_count_gives_no_warning(run_python):
     result = run_python(WARNINGS_OF_AVAILABILITY, OPENREG_DEVICE_COUNT="3")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["True 3 3 True"]
 
 
+@pytest.mark.child_interpreters
 def test_an_invalid_device_count_is_not_reported_to_a_program_that_never_asks(run_python):
     # A CPU-only program (every program, with the autoload shim) hears nothing.
     result = run_python(
@@ -149,6 +154,7 @@ for call in (lambda: torch.ones(1, device="openreg"), torch.openreg.init):
 """
 
 
+@pytest.mark.child_interpreters
 @pytest.mark.parametrize("value", ["1MiB", "2000000", "1.5M"])
 def test_device_memory_below_one_allocator_segment_is_refused(run_python, value):
     result = run_python(SMALL_DEVICE, OPENREG_DEVICE_MEMORY=value)
@@ -167,6 +173,7 @@ def test_device_memory_below_one_allocator_segment_is_refused(run_python, value)
         assert error.startswith("raised: RuntimeError"), error  # not an out-of-memory error
 
 
+@pytest.mark.child_interpreters
 def test_device_memory_of_one_allocator_segment_holds_a_tensor(run_python):
     # The minimum is exactly what the allocator needs: a change of its smallest
     # segment must move the minimum too.

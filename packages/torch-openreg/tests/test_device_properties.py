@@ -70,6 +70,7 @@ def test_invalid_device_raises(call: str, device: object):
         getattr(torch.openreg, call)(device)
 
 
+@pytest.mark.child_interpreters
 def test_capacity_and_cores_follow_the_environment(run_python):
     # A process restricted to one core gets one "multiprocessor"; the capacity
     # is OPENREG_DEVICE_MEMORY.

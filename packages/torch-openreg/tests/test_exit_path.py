@@ -60,6 +60,7 @@ def test_where_proc_cannot_tell_the_wait_is_a_bounded_pause(monkeypatch) -> None
     assert time.monotonic() - start < 300.0  # the pause, not the 600 s limit
 
 
+@pytest.mark.child_interpreters
 def test_exit_on_an_architecture_proc_cannot_read_neither_hangs_nor_aborts(run_python) -> None:
     """A stand-in autograd device thread busy for ever, on an "unknown architecture":
     the exit handler pauses briefly and the process exits normally."""

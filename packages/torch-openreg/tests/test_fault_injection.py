@@ -10,6 +10,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+# Every test runs its device work in fresh interpreters it starts (see the
+# child_interpreters marker in pyproject.toml).
+pytestmark = pytest.mark.child_interpreters
+
 MIB = 1 << 20
 
 STATS = """

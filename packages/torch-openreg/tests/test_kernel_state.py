@@ -8,6 +8,7 @@ kernel: tensors a synchronous kernel creates are the caller's results.
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -75,6 +76,7 @@ def test_inference_mode_results_are_inference_tensors_on_both_paths():
     torch.testing.assert_close(first.cpu(), torch.special.erfcx(x.cpu()))
 
 
+@pytest.mark.child_interpreters
 def test_cpu_only_work_leaves_the_cpu_allocator_alone(run_python):
     # With the autoload shim every process loads the binding: CPU-only work must not pay
     # for it. The allocator that serves kernels is installed at the first openreg launch.

@@ -174,6 +174,35 @@ def test_kernel_outputs_are_device_allocations():
     assert torch.openreg.memory_allocated() == before
 
 
+def test_scalar_operands_inside_kernels_are_not_device_allocations():
+    # x.mul_(0.5) casts its wrapped scalar (a double) to float inside the kernel; an
+    # optimizer's foreach kernels do that for every parameter. Such single elements stay
+    # on the host, as CUDA keeps scalar operands (docs/memory-model.md).
+    x = torch.ones(1000, device="openreg")
+    params = [torch.ones(10, device="openreg") for _ in range(4)]
+    step = lambda: (x.mul_(0.5), torch._foreach_mul_(params, 0.5))  # noqa: E731
+    step()
+    torch.openreg.synchronize()
+    before = torch.openreg.memory_stats()["allocation.all.allocated"]
+    for _ in range(3):
+        step()
+    torch.openreg.synchronize()
+    assert torch.openreg.memory_stats()["allocation.all.allocated"] == before
+    torch.testing.assert_close(x.cpu(), torch.full((1000,), 0.5**4))
+    torch.testing.assert_close(params[0].cpu(), torch.full((10,), 0.5**4))
+
+
+def test_a_one_element_result_of_a_synchronous_kernel_is_device_memory():
+    a = torch.randn(97, device="openreg")  # a size of its own: a new signature
+    torch.openreg.synchronize()
+    before = torch.openreg.memory_allocated()
+    total = a.sum(dtype=torch.float64)  # first call of its signature: runs synchronously
+    assert total.device.type == "openreg"
+    assert torch.openreg.memory_allocated() - before == block(8)
+    torch.testing.assert_close(total.cpu(), a.cpu().sum(dtype=torch.float64))
+    del total
+
+
 def test_kernel_outputs_count_on_their_device():
     a = torch.randn(500, device="openreg:1")
     before0 = torch.openreg.memory_allocated(0)
@@ -370,6 +399,7 @@ def test_out_of_memory(run_python):
     assert "device 1" in lines["oom1"]
 
 
+@pytest.mark.child_interpreters
 def test_pinned_out_of_memory_names_the_sizes_and_the_fix(run_python):
     result = run_python(
         """

@@ -95,6 +95,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.child_interpreters
 def test_fraction_is_enforced_by_the_allocator(run_python):
     result = run_python(FRACTION_SCRIPT, OPENREG_DEVICE_MEMORY="64MiB")
     assert result.returncode == 0, result.stderr
@@ -110,6 +111,7 @@ def test_fraction_is_enforced_by_the_allocator(run_python):
     assert results["other_device"] == MiB
 
 
+@pytest.mark.child_interpreters
 def test_fraction_zero_refuses_every_new_segment(run_python):
     result = run_python(
         """

@@ -243,6 +243,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.child_interpreters
 def test_use_on_oom_lends_the_pools_free_memory(run_python):
     result = run_python(OOM_SCRIPT, OPENREG_DEVICE_MEMORY="64MiB")
     assert result.returncode == 0, result.stderr

@@ -38,6 +38,7 @@ def test_signatures_mirror_torch_cuda():
         assert ours.parameters["device"].default is None
 
 
+@pytest.mark.child_interpreters
 def test_list_gpu_processes_shows_this_and_other_processes(registry, run_python):
     # Another process using device 1 through the runtime alone.
     other = subprocess.Popen(
@@ -79,6 +80,7 @@ def test_list_gpu_processes_without_processes(registry):
     assert torch.openreg.list_gpu_processes(1) == "GPU:1\nno processes are running"
 
 
+@pytest.mark.child_interpreters
 def test_utilization_follows_work_on_the_device(registry, run_python):
     window = openreg_runtime.UTILIZATION_WINDOW_MS / 1000
     result = run_python(
@@ -106,6 +108,7 @@ def test_utilization_follows_work_on_the_device(registry, run_python):
     assert on_device0 == 0
 
 
+@pytest.mark.child_interpreters
 def test_utilization_drops_to_zero_after_a_window_without_work(registry, run_python):
     window = openreg_runtime.UTILIZATION_WINDOW_MS / 1000
     result = run_python(

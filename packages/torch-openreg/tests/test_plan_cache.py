@@ -106,6 +106,7 @@ def test_capacity_must_be_positive():
         torch_openreg._C._set_plan_cache_capacity(0)
 
 
+@pytest.mark.child_interpreters
 def test_a_storage_shrunk_below_its_tensor_is_refused_not_read(run_python):
     result = run_python(
         """
@@ -125,6 +126,7 @@ def test_a_storage_shrunk_below_its_tensor_is_refused_not_read(run_python):
     assert result.stdout.strip().endswith("3.0")
 
 
+@pytest.mark.child_interpreters
 def test_a_host_storage_shrunk_below_its_tensor_is_refused_not_read(run_python):
     # A copy that moves bytes unchanged is a runtime copy, which cannot check host
     # memory itself: the binding checks both sides' storages before it.
@@ -143,3 +145,67 @@ def test_a_host_storage_shrunk_below_its_tensor_is_refused_not_read(run_python):
     assert result.returncode == 0, result.stderr
     assert "storage holds only 0 bytes" in result.stdout
     assert result.stdout.strip().endswith("3.0")
+
+
+def test_a_foreach_operator_is_one_launch_for_its_whole_list():
+    tensors = [torch.full((3 + i,), float(i), device="openreg") for i in range(5)]
+    reference = [t.cpu() for t in tensors]
+    warm(lambda: torch._foreach_mul_(tensors, 2.0))
+    torch._foreach_mul_(reference, 2.0)
+    before = info()["hits"] + info()["misses"]
+    torch._foreach_mul_(tensors, 2.0)  # one plan look-up, not one per tensor
+    assert info()["hits"] + info()["misses"] - before == 1
+    torch._foreach_mul_(reference, 2.0)
+    for device_tensor, cpu_tensor in zip(tensors, reference, strict=True):
+        torch.testing.assert_close(device_tensor.cpu(), cpu_tensor, rtol=0, atol=0)
+
+
+def test_float_scalars_that_change_every_call_are_not_new_signatures():
+    # Adam's step size changes every step: keyed by value, each step would plan
+    # every parameter shape anew and run it synchronously.
+    params = [torch.randn(4, 3, device="openreg"), torch.randn(7, device="openreg")]
+    numerators = [torch.randn_like(p) for p in params]
+    denominators = [torch.rand_like(p) + 1 for p in params]
+    cpu = [[t.cpu() for t in group] for group in (params, numerators, denominators)]
+    x = torch.randn(5, device="openreg")
+    x_cpu = x.cpu()
+    warm(lambda: torch._foreach_addcdiv_(params, numerators, denominators, [0.5, 0.25]),
+         lambda: x.mul_(0.5))  # fmt: skip
+    torch._foreach_addcdiv_(*cpu, [0.5, 0.25])
+    x_cpu.mul_(0.5)
+    misses = info()["misses"]
+    for step in range(1, 4):
+        scalars = [-0.1 / step, 0.3 * step]
+        torch._foreach_addcdiv_(params, numerators, denominators, scalars)
+        torch._foreach_addcdiv_(*cpu, scalars)
+        x.mul_(1.0 + step)
+        x_cpu.mul_(1.0 + step)
+    assert info()["misses"] == misses
+    for device_tensor, cpu_tensor in zip(params, cpu[0], strict=True):
+        torch.testing.assert_close(device_tensor.cpu(), cpu_tensor, rtol=0, atol=0)
+    torch.testing.assert_close(x.cpu(), x_cpu, rtol=0, atol=0)
+
+
+def test_integer_scalars_and_non_pointwise_floats_stay_in_the_signature():
+    x = torch.arange(1, 7, device="openreg")  # an integer tensor: pow checks the exponent
+    warm(lambda: x.pow(2))
+    misses = info()["misses"]
+    torch.testing.assert_close(x.pow(3).cpu(), torch.arange(1, 7).pow(3), rtol=0, atol=0)
+    assert info()["misses"] == misses + 1
+    tensors = [torch.randn(6, device="openreg")]
+    warm(lambda: torch._foreach_norm(tensors, 2.0))
+    misses = info()["misses"]
+    torch._foreach_norm(tensors, 1.0)  # a reduction: its ord is not data
+    assert info()["misses"] > misses
+
+
+def test_a_foreach_operator_returning_new_tensors_is_one_launch_too():
+    tensors = [torch.rand(2 + i, device="openreg") + 0.5 for i in range(4)]
+    warm(lambda: torch._foreach_sqrt(tensors))
+    before = info()["hits"] + info()["misses"]
+    roots = torch._foreach_sqrt(tensors)
+    assert info()["hits"] + info()["misses"] - before == 1
+    assert [r.device.type for r in roots] == ["openreg"] * 4
+    expected = torch._foreach_sqrt([t.cpu() for t in tensors])
+    for root, reference in zip(roots, expected, strict=True):
+        torch.testing.assert_close(root.cpu(), reference, rtol=0, atol=0)

@@ -70,6 +70,7 @@ def run_fork(run_python, use_device_first: bool, body: str = CHILD_CALLS) -> dic
     return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in lines}
 
 
+@pytest.mark.child_interpreters
 def test_child_forked_after_device_use_cannot_initialise(run_python) -> None:
     report = run_fork(run_python, use_device_first=True)
     assert report["is_in_bad_fork"] == "returned: True"
@@ -116,6 +117,7 @@ DEVICE_STATE_CALLS = """
 """
 
 
+@pytest.mark.child_interpreters
 def test_child_forked_after_device_use_refuses_device_state_calls(run_python) -> None:
     report = run_fork(run_python, use_device_first=True, body=DEVICE_STATE_CALLS)
     answering = {"device_count": "returned: 2", "is_available": "returned: True"}
@@ -126,6 +128,7 @@ def test_child_forked_after_device_use_refuses_device_state_calls(run_python) ->
     assert len(report) == 27, report
 
 
+@pytest.mark.child_interpreters
 def test_child_forked_before_any_device_use_can_make_streams_and_read_memory(run_python) -> None:
     body = """
     attempt("Stream", lambda: type(torch.openreg.Stream()).__name__)
@@ -143,6 +146,7 @@ def test_error_is_cudas_with_openreg_name() -> None:
     assert BAD_FORK.replace("openreg", "CUDA") in source
 
 
+@pytest.mark.child_interpreters
 def test_child_forked_before_any_device_use_can_use_the_device(run_python) -> None:
     report = run_fork(run_python, use_device_first=False)
     assert report["is_in_bad_fork"] == "returned: False"
@@ -151,6 +155,7 @@ def test_child_forked_before_any_device_use_can_use_the_device(run_python) -> No
     assert report["to"] == "returned: 2.0"
 
 
+@pytest.mark.child_interpreters
 def test_grandchild_of_a_bad_fork_is_in_a_bad_fork_too(run_python) -> None:
     body = """
     pid = os.fork()
@@ -188,6 +193,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.child_interpreters
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_multiprocessing_start_methods(run_python, tmp_path, method: str) -> None:
     # spawn needs an importable __main__: run the script from a file.
@@ -228,6 +234,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.child_interpreters
 def test_a_forked_receiver_raises_instead_of_waiting(run_python, tmp_path) -> None:
     script = tmp_path / "forked_receiver.py"
     script.write_text(FORKED_RECEIVER)
@@ -239,6 +246,7 @@ def test_a_forked_receiver_raises_instead_of_waiting(run_python, tmp_path) -> No
     assert lines[-1] == "exit 0"
 
 
+@pytest.mark.child_interpreters
 def test_a_forked_child_cannot_send_the_parents_tensors(run_python) -> None:
     body = """
     from multiprocessing.reduction import ForkingPickler

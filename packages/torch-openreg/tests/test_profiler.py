@@ -219,6 +219,7 @@ print("OK")
 """
 
 
+@pytest.mark.child_interpreters
 @pytest.mark.parametrize("kineto", [False, True])
 def test_legacy_use_device_path_gives_positive_times_and_no_assertions(
     run_python: Callable[..., Any], kineto: bool
@@ -248,6 +249,7 @@ dist.destroy_process_group()
 """
 
 
+@pytest.mark.child_interpreters
 def test_collectives_are_device_events(run_python: Callable[..., Any], tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     result = run_python(COLLECTIVE_PROBE.replace("{path!r}", repr(str(path))))

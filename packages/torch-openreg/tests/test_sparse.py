@@ -282,6 +282,7 @@ SAMPLE_FLOORS = {
 }
 
 
+@pytest.mark.child_interpreters
 def test_sparse_opinfo_samples_match_the_cpu(
     run_python: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
@@ -297,6 +298,7 @@ def test_sparse_opinfo_samples_match_the_cpu(
         assert summary["passed"][layout] >= floor, (layout, summary["passed"][layout])
 
 
+@pytest.mark.child_interpreters
 def test_copy_fallback_mode_runs_sparse_operators_in_place(
     run_python: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:

@@ -401,6 +401,7 @@ def test_empty_cache_with_recorded_use_pending_on_another_stream():
     assert_all(y, 6.0)
 
 
+@pytest.mark.child_interpreters
 def test_empty_cache_waits_for_the_device_without_holding_the_gil(run_python) -> None:
     # Queued work may need the GIL (here a Python function on the stream); empty_cache,
     # called from Python with the GIL held, waits for the device. Holding the GIL

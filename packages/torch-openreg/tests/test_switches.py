@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+# Every test runs its device work in fresh interpreters it starts (see the
+# child_interpreters marker in pyproject.toml).
+pytestmark = pytest.mark.child_interpreters
+
 MIXED_DEVICES = """
 import torch, torch_openreg
 first, second = torch.ones(3, device="openreg:0"), torch.ones(3, device="openreg:1")

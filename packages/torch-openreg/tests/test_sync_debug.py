@@ -193,6 +193,7 @@ def _current_line() -> int:
     return frame.f_back.f_lineno
 
 
+@pytest.mark.child_interpreters
 def test_copy_fallback_mode_warns_only_for_the_call(run_python):
     # OPENREG_FALLBACK=copy runs every operator through host copies; those are
     # its implementation and must not warn, the data-dependent call must.

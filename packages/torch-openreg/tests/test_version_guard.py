@@ -9,6 +9,7 @@ that ``import torch`` does not load the binding before the test patches it.
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import torch_openreg
@@ -24,6 +25,7 @@ def test_build_info_records_the_running_torch():
     assert torch_openreg._C is not None
 
 
+@pytest.mark.child_interpreters
 def test_other_torch_minor_release_is_refused_with_the_remedy(run_python):
     result = run_python(
         """
@@ -48,6 +50,7 @@ def test_other_torch_minor_release_is_refused_with_the_remedy(run_python):
     assert "openreg" not in result.stderr
 
 
+@pytest.mark.child_interpreters
 def test_same_minor_release_with_another_patch_loads(run_python):
     result = run_python(
         f"""

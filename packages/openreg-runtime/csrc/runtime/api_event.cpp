@@ -15,6 +15,7 @@ std::shared_ptr<Event::Record> completedTimingRecord(orEvent_t handle, const cha
         " event was created with orEventDisableTiming; create it with timing to measure time");
   std::shared_ptr<Event::Record> record = event->latest();
   check(record != nullptr, orErrorInvalidResourceHandle, role, " event was never recorded");
+  record->stream->ring();
   check(record->stream->isComplete(record->sequence), orErrorNotReady, role,
         " event has not completed yet");
   return record;
@@ -66,6 +67,7 @@ orError_t orEventQuery(orEvent_t event) {
     std::shared_ptr<Event::Record> record = target->latest();
     if (!record) return;
     if (chaos::enabled()) record->stream->noteDemand(record->sequence);
+    record->stream->ring();
     check(record->stream->isComplete(record->sequence), orErrorNotReady,
           "the event's work has not completed yet");
   });

@@ -67,6 +67,7 @@ orError_t orStreamQuery(orStream_t stream) {
     std::shared_ptr<Stream> target = Runtime::instance().resolveStream(stream);
     throwPendingFailure(*target);
     if (chaos::enabled()) target->noteDemand(target->lastEnqueued());
+    target->ring();  // asked about: queued work starts now (see stream.h)
     check(target->idle(), orErrorNotReady, "work on the stream has not completed yet");
   });
 }

@@ -67,6 +67,7 @@ Runtime& Runtime::instance() {
 }
 
 const RuntimeConfig& Runtime::config() {
+  if (const RuntimeConfig* read = configRead_.load(std::memory_order_acquire)) return *read;
   std::call_once(configOnce_, [this] {
     try {
       config_ = readConfigFromEnvironment();
@@ -75,6 +76,7 @@ const RuntimeConfig& Runtime::config() {
     }
   });
   if (configError_) throw *configError_;
+  configRead_.store(&*config_, std::memory_order_release);
   return *config_;
 }
 

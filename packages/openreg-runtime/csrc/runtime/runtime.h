@@ -87,6 +87,11 @@ class Runtime {
   std::once_flag configOnce_;
   std::optional<RuntimeConfig> config_;
   std::optional<ApiError> configError_;
+  // *config_ once it was read without error: every device check (each
+  // operator's device guard) reads the configuration, and this makes that one
+  // load instead of std::call_once (two thread-local stores and a
+  // pthread_once call each time).
+  std::atomic<const RuntimeConfig*> configRead_{nullptr};
 
   std::mutex activationMutex_;
   std::array<std::atomic<Device*>, OPENREG_MAX_DEVICES> devices_{};

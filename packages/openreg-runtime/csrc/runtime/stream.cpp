@@ -13,7 +13,15 @@
 namespace openreg::runtime {
 namespace {
 
+// A host thread waiting for work polls this long before it sleeps; so does a
+// worker that ran out of work after a host thread waited for it (the next
+// launch of a launch-and-wait loop follows at once).
 constexpr auto kSpinBudget = std::chrono::microseconds(50);
+// A worker that ran out of work while the host streams launches polls this
+// long before it dozes: of the order of what sleeping and being woken costs
+// in CPU time here (docs/streams.md), so short gaps are polled through and
+// long ones cost at most twice what they would ideally.
+constexpr auto kWorkerSpinBudget = std::chrono::microseconds(10);
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -28,8 +36,8 @@ inline void cpuRelax() {
 // runnable threads (the host, a kernel's OpenMP helpers) get the core instead
 // of losing it to a spinning idle worker.
 template <typename Ready>
-bool spinUntil(Ready&& ready) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpinBudget;
+bool spinUntil(Ready&& ready, std::chrono::microseconds budget = kSpinBudget) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (ready()) return true;
@@ -38,6 +46,18 @@ bool spinUntil(Ready&& ready) {
     if (std::chrono::steady_clock::now() >= deadline) return ready();
     std::this_thread::yield();
   }
+}
+
+// The stream's mutex guards a few pointer moves. A host thread enqueueing
+// while the worker takes or completes work would otherwise sleep in the
+// kernel for what lasts well under a microsecond; polling first avoids a
+// futex wait and wake-up (tens of microseconds of CPU time on a small VM).
+std::unique_lock<std::mutex> lockBriefly(std::mutex& mutex) {
+  for (int poll = 0; poll < 200; ++poll) {
+    if (mutex.try_lock()) return std::unique_lock<std::mutex>(mutex, std::adopt_lock);
+    cpuRelax();
+  }
+  return std::unique_lock<std::mutex>(mutex);
 }
 
 std::atomic<uint64_t> streamsCreated{0};
@@ -74,7 +94,7 @@ Stream::Stream(int device, int priority, unsigned flags, bool isDefault)
       number_(streamsCreated.fetch_add(1, std::memory_order_relaxed)) {}
 
 uint64_t Stream::enqueue(Work work) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock = lockBriefly(mutex_);
   check(!closing_, orErrorInvalidResourceHandle, "the stream was destroyed");
   if (!workerStarted_) startWorkerLocked();
   if (queue_.size() >= kMaxQueued && workerOf != this) {
@@ -85,8 +105,24 @@ uint64_t Stream::enqueue(Work work) {
   if (chaos::enabled()) work = underChaos(std::move(work), sequence);
   queue_.push_back(std::move(work));
   enqueued_.store(sequence, std::memory_order_release);
-  if (workerSleeping_) workAvailable_.notify_one();
+  // Chaos scheduling orders work across streams: a dozing stream would hold
+  // up every other stream's turn, so its launches always ring.
+  const bool ring =
+      workerState_ == WorkerState::Asleep ||
+      (workerState_ == WorkerState::Dozing && (queue_.size() >= kRingAt || chaos::enabled()));
+  if (ring) workerState_ = WorkerState::Running;
+  lock.unlock();
+  if (ring) workAvailable_.notify_one();
   return sequence;
+}
+
+void Stream::ring() {
+  if (!parked_.load(std::memory_order_acquire)) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (workerState_ == WorkerState::Running || queue_.empty()) return;
+  workerState_ = WorkerState::Running;
+  lock.unlock();
+  workAvailable_.notify_one();
 }
 
 void Stream::waitForQueueSpaceLocked(std::unique_lock<std::mutex>& lock) {
@@ -125,18 +161,35 @@ void Stream::workerLoop() {
 bool Stream::takeNext(Work& work) {
   // Work is pending when more was enqueued than completed (the worker is the
   // only one completing, and it completes what it takes, in order).
-  spinUntil([&] {
+  const auto pending = [&] {
     return enqueued_.load(std::memory_order_acquire) > completed_.load(std::memory_order_relaxed);
-  });
-  std::unique_lock<std::mutex> lock(mutex_);
-  workerSleeping_ = true;
-  workAvailable_.wait(lock, [&] { return !queue_.empty() || closing_; });
-  workerSleeping_ = false;
+  };
+  if (!pending()) {
+    const bool waitedFor = waitedFor_.exchange(false, std::memory_order_relaxed);
+    spinUntil(pending, waitedFor ? kSpinBudget : kWorkerSpinBudget);
+  }
+  std::unique_lock<std::mutex> lock = lockBriefly(mutex_);
+  if (queue_.empty() && !closing_) parkLocked(lock);
   if (queue_.empty()) return false;  // closing and drained
   work = std::move(queue_.front());
   queue_.pop_front();
   if (queueSpaceWaiters_ > 0 && queue_.size() == kResumeEnqueueAt) queueSpace_.notify_all();
   return true;
+}
+
+// Out of work: doze until rung or kDozeTimeout has passed, and take what was
+// queued meanwhile; if nothing was, sleep until the next launch rings.
+void Stream::parkLocked(std::unique_lock<std::mutex>& lock) {
+  const auto rung = [&] { return workerState_ == WorkerState::Running || closing_; };
+  parked_.store(true, std::memory_order_release);
+  workerState_ = WorkerState::Dozing;
+  workAvailable_.wait_for(lock, kDozeTimeout, rung);
+  if (queue_.empty() && !rung()) {
+    workerState_ = WorkerState::Asleep;
+    workAvailable_.wait(lock, rung);
+  }
+  workerState_ = WorkerState::Running;
+  parked_.store(false, std::memory_order_release);
 }
 
 void Stream::runOne(Work& work) {
@@ -152,7 +205,7 @@ void Stream::runOne(Work& work) {
   currentWorkFailure = nullptr;
   work = nullptr;  // release captured state before signalling completion
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    const std::unique_lock<std::mutex> lock = lockBriefly(mutex_);
     if (failure && !failure_) failure_ = std::move(failure);
     completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     wakeCompletionWaitersLocked();
@@ -233,6 +286,9 @@ void Stream::waitFor(uint64_t sequence) {
     // Work waiting for other work (an event wait) must not hold up what it waits for.
     if (workerOf != nullptr) chaos::settle(chaos::currentTicket());
   }
+  if (isComplete(sequence)) return;
+  ring();
+  waitedFor_.store(true, std::memory_order_relaxed);
   if (spinUntil([&] { return isComplete(sequence); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   ++sleepingWaiters_;

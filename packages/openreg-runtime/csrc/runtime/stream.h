@@ -5,13 +5,24 @@
 // queries and synchronization need. A failing piece of work leaves a message
 // on the stream that the next synchronizing call reports (and clears).
 //
-// Hand-offs spin briefly before sleeping (worker waiting for work, caller
-// waiting for completion): a condition-variable wake-up costs ~60 µs on a
-// small VM, far more than most kernels, so short waits never reach the kernel.
-// For the same reason a sleeping thread is woken once, when what it waits for
-// has happened, not at every completion: the worker knows the earliest
-// sequence a caller sleeps on, and a host thread held back by a full queue
-// sleeps until the queue has drained to half.
+// Hand-offs are priced in CPU time: on a small VM, sleeping on a condition
+// variable and being woken costs about 20 µs of CPU time across the two
+// threads, while polling costs the time polled (figures: docs/streams.md).
+// So a worker that runs out of work while the host streams launches polls
+// for only about that long (kWorkerSpinBudget), then dozes, and the host wakes
+// it once per batch of work, not once per launch: while the worker dozes, a
+// launch rings it only when kRingAt pieces of work are queued, and a wait or
+// a query of the stream's progress (synchronize, stream and event queries,
+// another stream's wait) rings it at once; a doze ends by itself after
+// kDozeTimeout, so queued work never waits longer than that for a caller.
+// After a doze that found nothing to do, the worker sleeps until the next
+// launch rings it. A waiting caller polls for up to 50 µs before it sleeps,
+// and after work a caller waited for, the worker polls as long for the next
+// launch (a launch-then-synchronize loop stays a sub-microsecond round trip).
+// A sleeping waiter is woken once, when what it waits for has happened, not
+// at every completion: the worker knows the earliest sequence a caller sleeps
+// on, and a host thread held back by a full queue sleeps until the queue has
+// drained to half.
 #pragma once
 
 #include <atomic>
@@ -41,6 +52,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // kMaxQueued pieces of work waits for the worker to catch up.
   uint64_t enqueue(Work work);
   static constexpr size_t kMaxQueued = 1024;
+  // A dozing worker is rung when this many pieces of work are queued...
+  static constexpr size_t kRingAt = 8;
+  // ...and wakes by itself after this long.
+  static constexpr std::chrono::microseconds kDozeTimeout{200};
   // A host thread that found the queue full resumes when it is this short.
   static constexpr size_t kResumeEnqueueAt = kMaxQueued / 2;
   bool isComplete(uint64_t sequence);
@@ -49,6 +64,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Number of pieces of work completed (they complete in sequence order).
   uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
   void waitFor(uint64_t sequence);
+  // Makes a dozing or sleeping worker start on queued work now: for callers
+  // that look at the stream's progress (a wait rings by itself).
+  void ring();
   // Waits for everything enqueued so far.
   void synchronize();
   bool idle();
@@ -71,6 +89,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void startWorkerLocked();
   void workerLoop();
   bool takeNext(Work& work);
+  void parkLocked(std::unique_lock<std::mutex>& lock);
   void runOne(Work& work);
   void waitForQueueSpaceLocked(std::unique_lock<std::mutex>& lock);
   void wakeCompletionWaitersLocked();
@@ -91,7 +110,16 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::atomic<uint64_t> completed_{0};
   std::optional<std::string> failure_;
   bool workerStarted_ = false;
-  bool workerSleeping_ = false;
+  // The worker out of work: dozing (it wakes by itself) or asleep (only a
+  // ring wakes it). A ring sets Running before signalling, so one ring
+  // signals once. Written under mutex_; `parked_` mirrors "not Running" for
+  // ring()'s lock-free check.
+  enum class WorkerState { Running, Dozing, Asleep };
+  WorkerState workerState_ = WorkerState::Running;
+  std::atomic<bool> parked_{false};
+  // A host thread waited for this stream since the worker last ran out of
+  // work: the next launch is likely to follow at once, so the worker polls.
+  std::atomic<bool> waitedFor_{false};
   // Completion waiters asleep, and the smallest sequence one of them needs:
   // the worker wakes them when completed_ reaches it (each re-registers if
   // its own sequence is later).

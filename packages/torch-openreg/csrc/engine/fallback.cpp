@@ -165,7 +165,16 @@ size_t preferCpuKernels() {
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
-    if (!op || !op->hasSchema() || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
+    if (!op || !op->hasSchema()) continue;
+    // Foreach operators (what optimizers call) have no CPU kernel, only a
+    // generic one that calls the per-tensor operator for each element: one
+    // launch per tensor. Registered here, a call is one launch for the whole
+    // list, and the CPU's loop runs on the worker. Left to the generic
+    // kernel: _foreach_copy_, whose sources may be on another device (copy_
+    // moves them; the fallback refuses mixed devices).
+    const bool foreach = name.name.rfind("aten::_foreach_", 0) == 0 &&
+                         name.name.rfind("aten::_foreach_copy", 0) != 0;
+    if (!op->hasKernelForDispatchKey(c10::DispatchKey::CPU) && !foreach) continue;
     // Math decompositions always; the generic functional/in-place forms of
     // structured operators (allocate with the C++ meta function, then call
     // the out= form) for unary and binary operators, where the fallback
@@ -174,7 +183,7 @@ size_t preferCpuKernels() {
     const bool structured =
         op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
         unaryOrBinary(op->schema());
-    if (math || structured) {
+    if (math || structured || foreach) {
       const std::string bare = name.name.substr(6);  // without "aten::"
       names.push_back(name.overload_name.empty() ? bare : bare + "." + name.overload_name);
     }

@@ -64,6 +64,15 @@ c10::DataPtr allocateOnDevice(size_t nbytes) {
                       c10::Device(c10::DeviceType::CPU));
 }
 
+// One element of any dtype (complex128 included). A CPU kernel makes such
+// tensors for its scalar operands — wrapped numbers, and their casts to the
+// computation's dtype — several per call of an optimizer's foreach kernels.
+// CUDA keeps a scalar operand on the host too, so these stay host memory:
+// a device block costs the pool's lock and bookkeeping, some twenty times a
+// host malloc. A result that lands in one is still made device memory (the
+// reserved output, or a copy when a synchronous kernel's result is adopted).
+constexpr size_t kHostScalarBytes = 16;
+
 class KernelOutputAllocator final : public c10::Allocator {
  public:
   explicit KernelOutputAllocator(c10::Allocator* cpu) : cpu_(cpu) {}
@@ -72,7 +81,9 @@ class KernelOutputAllocator final : public c10::Allocator {
     if (kernelDevice < 0) return cpu_->allocate(nbytes);
     OutputReservations* reservations = activeReservations;
     void* reserved = reservations != nullptr ? reservations->claim(nbytes) : nullptr;
-    c10::DataPtr served = reserved != nullptr ? borrowOutput(reserved) : allocateOnDevice(nbytes);
+    c10::DataPtr served = reserved != nullptr          ? borrowOutput(reserved)
+                          : nbytes <= kHostScalarBytes ? cpu_->allocate(nbytes)
+                                                       : allocateOnDevice(nbytes);
     if (reservations != nullptr) reservations->record(nbytes, served.get());
     return served;
   }
@@ -87,23 +98,23 @@ class KernelOutputAllocator final : public c10::Allocator {
   c10::Allocator* cpu_;
 };
 
-std::atomic<bool> installed{false};
+std::atomic<bool> cpuAllocatorWrapped{false};
 
 }  // namespace
 
-bool kernelAllocatorInstalled() { return installed.load(std::memory_order_acquire); }
+bool kernelAllocatorInstalled() { return cpuAllocatorWrapped.load(std::memory_order_acquire); }
 
 void installKernelAllocator() {
-  if (installed.load(std::memory_order_acquire)) return;
+  if (cpuAllocatorWrapped.load(std::memory_order_acquire)) return;
   static std::mutex installing;
   std::lock_guard<std::mutex> lock(installing);
-  if (installed.load(std::memory_order_relaxed)) return;
+  if (cpuAllocatorWrapped.load(std::memory_order_relaxed)) return;
   // Priority 1 outranks the default CPU allocator (registered with 0).
   c10::Allocator* cpu = c10::GetCPUAllocator();
   cpuRawDeleter = cpu->raw_deleter();
   static auto* wrapper = new KernelOutputAllocator(cpu);
   c10::SetCPUAllocator(wrapper, /*priority=*/1);
-  installed.store(true, std::memory_order_release);
+  cpuAllocatorWrapped.store(true, std::memory_order_release);
 }
 
 KernelAllocationScope::KernelAllocationScope(c10::DeviceIndex device) : previous_(kernelDevice) {

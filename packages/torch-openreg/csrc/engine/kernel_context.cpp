@@ -169,7 +169,9 @@ int DeferredAliases::firstEntryOf(const at::TensorImpl* original) const {
 }
 
 size_t DeferredAliases::record(const at::Tensor& tensor) {
-  Entry entry;
+  // Filled in place: an entry holds a layout (two small vectors), which
+  // moving into the list would copy again.
+  Entry& entry = entries_.emplace_back();
   const int first = isOpenReg(tensor) ? firstEntryOf(tensor.unsafeGetTensorImpl()) : -1;
   if (first >= 0) {
     entry.sameAs = first;
@@ -189,7 +191,6 @@ size_t DeferredAliases::record(const at::Tensor& tensor) {
   } else {
     entry.kept = tensor;
   }
-  entries_.push_back(std::move(entry));
   return entries_.size() - 1;
 }
 
@@ -203,12 +204,14 @@ c10::SmallVector<at::Tensor, 4> DeferredAliases::materialize() const {
   // One CPU storage per device storage: aliasing is kept. Resizable with the
   // kernel allocator, like alias()'s (an out= kernel may resize its output).
   c10::SmallVector<c10::Storage, 4> storages;
+  storages.reserve(storages_.size());
   for (const StorageEntry& entry : storages_) {
     storages.emplace_back(c10::Storage::use_byte_size_t(), entry.nbytes,
                           c10::DataPtr(entry.kernelData, c10::Device(c10::DeviceType::CPU)),
                           kernelAllocator(), /*resizable=*/true);
   }
   c10::SmallVector<at::Tensor, 4> aliases;
+  aliases.reserve(entries_.size());
   for (const Entry& entry : entries_) {
     if (entry.storage < 0 || entry.sameAs >= 0) {
       at::Tensor reused = entry.sameAs >= 0 ? aliases[entry.sameAs] : entry.kept;

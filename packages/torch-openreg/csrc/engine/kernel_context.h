@@ -126,6 +126,9 @@ class DeferredAliases {
   // cover the tensor, memory that is not openreg memory, a sparse or nested
   // tensor: their operators run synchronously through KernelContext).
   size_t record(const at::Tensor& tensor);
+  // Room for `tensors` records (a foreach operator records a few per list
+  // element: growing one by one would move every recorded layout each time).
+  void reserve(size_t tensors) { entries_.reserve(tensors); }
 
   size_t size() const { return entries_.size(); }
   // The layout recorded for entry `index` (undefined for kept values).

@@ -23,6 +23,7 @@
 #include "base/runtime_check.h"
 #include "base/sync_debug.h"
 #include "engine/fallback_arguments.h"
+#include "engine/graph_capture.h"
 #include "engine/kernel_allocator.h"
 #include "engine/race_detector.h"
 #include "integration/stream.h"
@@ -219,6 +220,7 @@ void launchOnDevice(const LaunchSpec& spec, std::function<void()> body) {
     body();
     return;
   }
+  if (capturedInstead(spec, body)) return;  // its stream captures a graph: recorded, not run
   if (launchBlocking()) {
     // Asked for as asynchronous work: its error names the launch as a queued
     // one's would, and keeps its type (the CPU kernel's IndexError, say).
@@ -255,6 +257,7 @@ void runOnDevice(const LaunchSpec& spec, const std::function<void()>& body) {
     body();
     return;
   }
+  checkSynchronousLaunch(spec);  // a capture cannot wait for work
   beforeLaunch(spec);
   const RaceCheck races(spec);
   const c10::Stream& stream = context.stream;
@@ -299,6 +302,7 @@ void runOnDevice(const LaunchSpec& spec, const std::function<void()>& body) {
 void copyOnStream(const LaunchSpec& spec, void* destination, const void* source, size_t bytes,
                   orMemcpyKind kind, std::function<void()> afterCopy) {
   const LaunchContext& context = spec.context;
+  if (capturedCopyInstead(spec, destination, source, bytes, kind, afterCopy)) return;
   beforeLaunch(spec);
   const RaceCheck races(spec);
   DeviceActivityKindScope profiledAs(spec.activity, spec.activityLabel);
@@ -351,6 +355,7 @@ std::string OperationName::str() const {
 
 void streamWaitsFor(const c10::Stream& waiter, const c10::Stream& producer) {
   if (waiter == producer) return;
+  checkCrossDeviceOrdering(waiter, producer);
   orEvent_t event = nullptr;
   {
     DeviceScope scope(producer.device_index());

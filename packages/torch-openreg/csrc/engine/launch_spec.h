@@ -64,6 +64,9 @@ struct LaunchSpec {
   // The host waits for the work and everything before it on the stream, as
   // on CUDA: later launches are ordered after it (race detection).
   bool hostWaits = false;
+  // The first call of its operator signature, run synchronously to confirm
+  // its plan (plan.h): a graph capture asks the user to warm up instead.
+  bool firstCall = false;
   // The work runs operators on CPU aliases: in the kernel environment (CPU
   // allocations from the device, below autograd, the launching stream
   // current). False for work that only hands off or waits (a collective's

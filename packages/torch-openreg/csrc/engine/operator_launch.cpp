@@ -101,11 +101,18 @@ struct PreparedKernel {
     const OutputReservations reserved(targets, &plan->placement);
     torch::jit::Stack results(arguments.begin(), arguments.end());
     op.redispatchBoxed(keys, &results);
-    size_t next = 0;
+    size_t next = 0;  // outputs are in result order, list elements one by one
+    const auto place = [&](const at::Tensor& result) {
+      const size_t index = next++;
+      if (targets[index].defined()) reserved.place(index, result);
+    };
     for (size_t i = 0; i < results.size(); ++i) {
       if (mutatedArgumentOf(op.schema(), i)) continue;
-      const size_t index = next++;
-      if (targets[index].defined()) reserved.place(index, results[i].toTensor());
+      if (!results[i].isTensorList()) {
+        place(results[i].toTensor());
+        continue;
+      }
+      for (const at::Tensor& element : results[i].toTensorList()) place(element);
     }
   }
 
@@ -170,6 +177,11 @@ std::shared_ptr<PreparedKernel> prepare(const c10::OperatorHandle& op, const Arg
   auto kernel =
       std::make_shared<PreparedKernel>(PreparedKernel{op, std::move(plan), cpuKeysFor(arguments)});
   kernel->argumentShapes.reserve(arguments.size());
+  size_t tensors = outputs.size();
+  for (const c10::IValue& argument : arguments) {
+    tensors += argument.isTensor() ? 1 : argument.isList() ? argument.toListRef().size() : 0;
+  }
+  kernel->aliases.reserve(tensors);
   for (size_t i = 0; i < arguments.size(); ++i) {
     kernel->argumentShapes.push_back(
         recordCpuArgument(arguments[i], schema.arguments()[i], kernel->aliases, device));
@@ -197,6 +209,14 @@ std::vector<c10::IValue> launchOperator(const c10::OperatorHandle& op, const Arg
   for (const Plan::Result& result : plan->results) {
     if (result.mutatedArgument >= 0) {
       results.push_back(arguments[result.mutatedArgument]);
+    } else if (result.list) {
+      c10::List<at::Tensor> list;
+      list.reserve(result.elements.size());
+      for (const TensorLayout& layout : result.elements) {
+        outputs.push_back(emptyWithLayout(layout, launch));
+        list.push_back(outputs.back());
+      }
+      results.emplace_back(std::move(list));
     } else {
       outputs.push_back(emptyWithLayout(result.layout, launch));
       results.emplace_back(outputs.back());

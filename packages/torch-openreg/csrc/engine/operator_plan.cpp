@@ -50,22 +50,31 @@ bool runOnMeta(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
 bool describeResults(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
                      const MetaShadows& shadows, Plan& plan) {
   c10::SmallVector<const c10::StorageImpl*, 4> outputStorages;
+  // A new output of its own: strided (not e.g. to_sparse()'s), sharing memory
+  // with neither an argument nor another output.
+  const auto fresh = [&](const at::Tensor& output) {
+    if (!output.defined()) return true;
+    if (output.layout() != c10::kStrided) return false;
+    const c10::StorageImpl* storage = output.storage().unsafeGetStorageImpl();
+    const bool shared =
+        std::find(outputStorages.begin(), outputStorages.end(), storage) != outputStorages.end();
+    if (shadows.aliasesShadow(output) || shared) return false;
+    outputStorages.push_back(storage);
+    return true;
+  };
   for (size_t i = 0; i < stack.size(); ++i) {
     Plan::Result result;
     if (std::optional<size_t> mutated = mutatedArgumentOf(schema, i)) {
       result.mutatedArgument = static_cast<int>(*mutated);
-    } else {
-      if (!stack[i].isTensor()) return false;
-      const at::Tensor& output = stack[i].toTensor();
-      if (output.defined() && output.layout() != c10::kStrided) return false;  // e.g. to_sparse()
-      if (output.defined()) {
-        const c10::StorageImpl* storage = output.storage().unsafeGetStorageImpl();
-        const bool shared = std::find(outputStorages.begin(), outputStorages.end(), storage) !=
-                            outputStorages.end();
-        if (shadows.aliasesShadow(output) || shared) return false;
-        outputStorages.push_back(storage);
+    } else if (stack[i].isTensorList()) {  // e.g. _foreach_sqrt
+      result.list = true;
+      for (const at::Tensor& element : stack[i].toTensorList()) {
+        if (!element.defined() || !fresh(element)) return false;
+        result.elements.push_back(TensorLayout::of(element));
       }
-      result.layout = TensorLayout::of(output);
+    } else {
+      if (!stack[i].isTensor() || !fresh(stack[i].toTensor())) return false;
+      result.layout = TensorLayout::of(stack[i].toTensor());
     }
     plan.results.push_back(std::move(result));
   }

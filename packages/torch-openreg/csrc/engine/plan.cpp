@@ -6,7 +6,9 @@
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 namespace torch_openreg {
@@ -20,7 +22,9 @@ void Plan::makeSynchronous() {
 
 size_t Plan::newOutputCount() const {
   size_t count = 0;
-  for (const Result& result : results) count += result.mutatedArgument < 0 ? 1 : 0;
+  for (const Result& result : results) {
+    if (result.mutatedArgument < 0) count += result.list ? result.elements.size() : 1;
+  }
   return count;
 }
 
@@ -30,14 +34,21 @@ class PlanKey::Builder {
  public:
   explicit Builder(PlanKey& key) : key_(key) {}
 
+  // Leaves the values of floating-point numbers out of the key (their kind
+  // stays in it): for operators whose outputs cannot depend on them.
+  void treatFloatValuesAsData() { floatValuesAreData_ = true; }
+
   void add(const c10::IValue& value) {
     if (!key_.cacheable_) return;
     if (value.isTensor()) return addTensor(value.toTensor());
     if (value.isNone()) return push(1);
     if (value.isInt()) return push(2, value.toInt());
     if (value.isBool()) return push(3, value.toBool());
-    if (value.isDouble()) return push(4, bitsOf(value.toDouble()));
+    if (value.isDouble()) {
+      return floatValuesAreData_ ? push(4) : push(4, bitsOf(value.toDouble()));
+    }
     if (value.isComplexDouble()) {
+      if (floatValuesAreData_) return push(5);
       const c10::complex<double> number = value.toComplexDouble();
       return push(5, bitsOf(number.real()), bitsOf(number.imag()));
     }
@@ -100,13 +111,57 @@ class PlanKey::Builder {
   }
 
   PlanKey& key_;
+  bool floatValuesAreData_ = false;
   c10::SmallVector<const c10::StorageImpl*, 8> storages_;
 };
+
+namespace {
+
+constexpr std::string_view kForeachPrefix = "aten::_foreach_";
+
+// A foreach operator applies its per-tensor operator to every element of its
+// lists: it is pointwise when that operator is (_foreach_mul_ and mul, not
+// _foreach_norm and norm). Decided once per operator.
+bool foreachOfPointwise(const c10::OperatorHandle& op) {
+  static std::mutex mutex;
+  static std::unordered_map<const c10::FunctionSchema*, bool> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto [entry, inserted] = known.try_emplace(&op.schema(), false);
+  if (!inserted) return entry->second;
+  std::string base(std::string_view(op.schema().name()).substr(kForeachPrefix.size()));
+  if (!base.empty() && base.back() == '_') base.pop_back();  // in-place form
+  for (const char* overload : {"", "Tensor", "Scalar"}) {
+    std::optional<c10::OperatorHandle> single =
+        c10::Dispatcher::singleton().findOp({"aten::" + base, overload});
+    if (single && single->hasSchema()) {
+      entry->second = single->hasTag(at::Tag::pointwise);
+      break;
+    }
+  }
+  return entry->second;
+}
+
+// A pointwise operator (ATen's tag) gives its outputs the broadcast shape of
+// its tensors, and type promotion looks only at a number's kind: a float
+// scalar is data to it, like a tensor's elements. Keyed by value, every new
+// value would be a new signature, planned on meta and run synchronously —
+// an optimizer whose step size changes every step (Adam's bias correction)
+// would pay that for each parameter shape at every step. Integers stay in
+// the key: some meta functions check them (pow refuses negative integer
+// exponents of integer tensors), and they rarely change from call to call.
+bool floatScalarsAreData(const c10::OperatorHandle& op) {
+  if (op.hasTag(at::Tag::pointwise)) return true;
+  return op.schema().name().compare(0, kForeachPrefix.size(), kForeachPrefix) == 0 &&
+         foreachOfPointwise(op);
+}
+
+}  // namespace
 
 PlanKey PlanKey::forOperator(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments) {
   PlanKey key;
   Builder builder(key);
   builder.push(0, reinterpret_cast<intptr_t>(&op.schema()));
+  if (floatScalarsAreData(op)) builder.treatFloatValuesAsData();
   for (const c10::IValue& argument : arguments) builder.add(argument);
   builder.finish();
   return key;
@@ -197,11 +252,31 @@ PlanCache& planCache() {
 
 // The CPU kernel's result agrees with the meta kernel's in what later calls
 // rely on before their kernel runs: defined-ness, sizes and dtype.
-bool resultAgrees(const Plan::Result& expected, const c10::IValue& actualValue) {
-  const at::Tensor actual = actualValue.isTensor() ? actualValue.toTensor() : at::Tensor();
-  if (actual.defined() != expected.layout.defined) return false;
-  return !actual.defined() || (actual.sizes() == c10::IntArrayRef(expected.layout.sizes) &&
-                               actual.scalar_type() == expected.layout.dtype);
+bool tensorAgrees(const TensorLayout& expected, const at::Tensor& actual) {
+  if (actual.defined() != expected.defined) return false;
+  return !actual.defined() || (actual.sizes() == c10::IntArrayRef(expected.sizes) &&
+                               actual.scalar_type() == expected.dtype);
+}
+
+// The same for a result, and, when it does agree, later calls allocate with
+// the CPU kernel's strides (memory format).
+bool confirmResult(Plan::Result& expected, const c10::IValue& actual) {
+  if (expected.list) {
+    if (!actual.isTensorList() || actual.toListRef().size() != expected.elements.size()) {
+      return false;
+    }
+    const c10::List<at::Tensor> elements = actual.toTensorList();
+    for (size_t i = 0; i < elements.size(); ++i) {
+      const at::Tensor element = elements.get(i);
+      if (!element.defined() || !tensorAgrees(expected.elements[i], element)) return false;
+      expected.elements[i] = TensorLayout::of(element);
+    }
+    return true;
+  }
+  const at::Tensor tensor = actual.isTensor() ? actual.toTensor() : at::Tensor();
+  if (!tensorAgrees(expected.layout, tensor)) return false;
+  if (expected.layout.defined) expected.layout = TensorLayout::of(tensor);
+  return true;
 }
 
 }  // namespace
@@ -231,11 +306,7 @@ void confirmPlan(const PlanTicket& ticket, c10::ArrayRef<c10::IValue> results,
   bool faithful = results.size() == plan.results.size();
   for (size_t i = 0; faithful && i < results.size(); ++i) {
     Plan::Result& expected = plan.results[i];
-    if (expected.mutatedArgument >= 0) continue;
-    faithful = resultAgrees(expected, results[i]);
-    // Later calls allocate with the CPU kernel's strides (memory format).
-    if (faithful && expected.layout.defined)
-      expected.layout = TensorLayout::of(results[i].toTensor());
+    if (expected.mutatedArgument < 0) faithful = confirmResult(expected, results[i]);
   }
   // What the CPU kernel did to its mutable arguments is what later calls do.
   plan.argumentLayouts = std::move(changedArguments);

@@ -70,7 +70,11 @@ struct Plan {
   bool synchronous = false;
   struct Result {
     int mutatedArgument = -1;  // >= 0: the result is that argument
-    TensorLayout layout;       // otherwise: a new output with this layout
+    TensorLayout layout;       // otherwise: a new output with this layout,
+    // or, for a list of new tensors (Tensor[], e.g. _foreach_sqrt's), one
+    // layout per element.
+    bool list = false;
+    std::vector<TensorLayout> elements;
   };
   std::vector<Result> results;
   // Arguments whose layout the operator changes (out= resizing).
@@ -86,6 +90,7 @@ struct Plan {
 
   // Turns the plan into "run every call synchronously".
   void makeSynchronous();
+  // New outputs, each element of a list counted.
   size_t newOutputCount() const;
 };
 

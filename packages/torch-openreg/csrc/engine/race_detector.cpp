@@ -138,14 +138,14 @@ void merge(Clock& into, const Clock& from) {
 
 // One launch, shared by the accesses it made. `completion` is set by the
 // launch path when the work has run.
-struct Launch {
+struct LaunchRecord {
   std::string operation;
   c10::Stream stream;
   std::shared_ptr<const PythonStack> stack;
   std::shared_ptr<LaunchCompletion> completion;
 };
 
-bool finished(const Launch& launch) {
+bool finished(const LaunchRecord& launch) {
   return launch.completion->finished.load(std::memory_order_acquire);
 }
 
@@ -155,7 +155,7 @@ struct Access {
   uintptr_t begin, end;  // device addresses
   bool write;
   bool ofFreedTensor = false;  // made on memory since freed and handed out again
-  std::shared_ptr<const Launch> launch;
+  std::shared_ptr<const LaunchRecord> launch;
   std::vector<int64_t> sizes;
   c10::ScalarType dtype;
 };
@@ -246,7 +246,7 @@ class RaceDetector final : public StreamOrderObserver {
                orStream_t owner, std::vector<PendingReport>& found);
   bool orderedBefore(const Access& earlier, uint32_t stream) const;
   bool recordedOn(const Allocation& allocation, uint32_t stream);
-  uint32_t recordLaunch(const std::shared_ptr<const Launch>& launch,
+  uint32_t recordLaunch(const std::shared_ptr<const LaunchRecord>& launch,
                         c10::ArrayRef<at::Tensor> reads, c10::ArrayRef<at::Tensor> writes,
                         std::vector<PendingReport>& found);
   void access(Allocation& allocation, Access access, std::vector<PendingReport>& found);
@@ -433,7 +433,8 @@ std::shared_ptr<LaunchCompletion> RaceDetector::check(const std::string& operati
                                                       c10::ArrayRef<at::Tensor> reads,
                                                       c10::ArrayRef<at::Tensor> writes) {
   auto completion = std::make_shared<LaunchCompletion>();
-  auto launch = std::make_shared<Launch>(Launch{operation, stream, captureStack(), completion});
+  auto launch =
+      std::make_shared<LaunchRecord>(LaunchRecord{operation, stream, captureStack(), completion});
   std::vector<PendingReport> found;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -445,7 +446,7 @@ std::shared_ptr<LaunchCompletion> RaceDetector::check(const std::string& operati
 
 // One step of the launch's stream, its accesses checked and recorded; the
 // stream's index. The caller holds the mutex.
-uint32_t RaceDetector::recordLaunch(const std::shared_ptr<const Launch>& launch,
+uint32_t RaceDetector::recordLaunch(const std::shared_ptr<const LaunchRecord>& launch,
                                     c10::ArrayRef<at::Tensor> reads,
                                     c10::ArrayRef<at::Tensor> writes,
                                     std::vector<PendingReport>& found) {
@@ -477,7 +478,8 @@ void RaceDetector::recordResults(const std::string& operation, const c10::Stream
                                  c10::ArrayRef<at::Tensor> writes) {
   auto completion = std::make_shared<LaunchCompletion>();
   completion->markFinished();  // the synchronous kernel has run
-  auto launch = std::make_shared<Launch>(Launch{operation, stream, captureStack(), completion});
+  auto launch =
+      std::make_shared<LaunchRecord>(LaunchRecord{operation, stream, captureStack(), completion});
   std::vector<PendingReport> found;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -40,7 +40,7 @@ void copyKeptBytes(c10::StorageImpl* storage, c10::DataPtr old, size_t bytes) {
                [oldStorage, newStorage] {});
 }
 
-const bool installed = [] {
+const bool contentCopyInstalled = [] {
   installStorageContentCopy(&copyKeptBytes);
   return true;
 }();

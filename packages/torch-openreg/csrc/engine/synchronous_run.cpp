@@ -94,7 +94,9 @@ std::vector<c10::IValue> runOperatorNow(const c10::OperatorHandle& op, const Arg
                                         const LaunchSpec& spec, const PlanTicket& ticket) {
   std::vector<TensorLayout> before;
   if (ticket.firstCall()) before = mutableLayouts(op, arguments);
-  std::vector<c10::IValue> results = runOnWorker(op, arguments, spec);
+  LaunchSpec run = spec;
+  run.firstCall = ticket.firstCall();
+  std::vector<c10::IValue> results = runOnWorker(op, arguments, run);
   if (ticket.firstCall()) confirmPlan(ticket, results, changedLayouts(before, arguments));
   if (debugModeOn(kDebugRaces)) recordLaunchResults(spec, newResults(arguments, results));
   return results;
@@ -104,7 +106,9 @@ std::vector<at::Tensor> runFunctionNow(const LaunchSpec& spec,
                                        const std::vector<at::Tensor>& inputs,
                                        const TensorFunction& function, const PlanTicket& ticket) {
   std::vector<at::Tensor> results;
-  runOnDevice(spec, [&] {
+  LaunchSpec run = spec;
+  run.firstCall = ticket.firstCall();
+  runOnDevice(run, [&] {
     KernelContext context(spec.context.device);
     std::vector<at::Tensor> aliases;
     aliases.reserve(inputs.size());

@@ -11,6 +11,7 @@
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/runtime_check.h"
+#include "base/stream_capture.h"
 #include "integration/stream.h"
 #include "memory/block_pool.h"
 
@@ -77,7 +78,10 @@ void DeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) 
 
 void DeviceAllocator::emptyCache(c10::MempoolId_t mempool_id) {
   for (c10::DeviceIndex device = 0; device < deviceCount(); ++device) {
-    if (deviceUsed(device)) blockPool(device).emptyCache(mempool_id);
+    if (!deviceUsed(device)) continue;
+    // Releasing the cache waits for the device first.
+    checkDeviceWait(device, "empty_cache() (releasing cached memory waits for the device)");
+    blockPool(device).emptyCache(mempool_id);
   }
 }
 
@@ -180,7 +184,7 @@ DeviceAllocator& deviceAllocator() {
 
 namespace {
 // Registered at load time of _C (static initialisation).
-const bool registered = [] {
+const bool allocatorRegistered = [] {
   c10::SetAllocator(c10::DeviceType::PrivateUse1, &deviceAllocator());
   return true;
 }();

@@ -8,6 +8,7 @@
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/runtime_check.h"
+#include "base/stream_capture.h"
 #include "integration/stream.h"
 
 namespace torch_openreg {
@@ -33,18 +34,23 @@ void recordEvent(void** event, const c10::Stream& stream, c10::EventFlag flag) {
     OPENREG_CHECK(orEventCreateWithFlags(&created, flags));
     *event = created;
   }
+  // On a capturing stream the event marks the capture's point instead.
+  if (recordEventInCapture(*event, stream, nativeHandle(stream))) return;
   OPENREG_CHECK(orEventRecord(asEvent(*event), nativeHandle(stream)));
   notifyStreamOrder(&StreamOrderObserver::eventRecorded, *event, stream);
 }
 
 void blockStream(void* event, const c10::Stream& stream) {
   if (event == nullptr) return;
+  // A wait for a captured point joins the capture (a fork) or orders within it.
+  if (waitEventInCapture(event, stream, nativeHandle(stream))) return;
   OPENREG_CHECK(orStreamWaitEvent(nativeHandle(stream), asEvent(event), 0));
   notifyStreamOrder(&StreamOrderObserver::streamWaitedForEvent, stream, event);
 }
 
 bool queryEvent(void* event) {
   if (event == nullptr) return true;
+  checkEventWait(event, "Event.query()");
   const bool done = completed(orEventQuery(asEvent(event)));
   if (done) notifyStreamOrder(&StreamOrderObserver::eventSynchronized, event);
   return done;
@@ -52,6 +58,7 @@ bool queryEvent(void* event) {
 
 void synchronizeEvent(void* event) {
   if (event == nullptr) return;
+  checkEventWait(event, "Event.synchronize()");
   OPENREG_CHECK(orEventSynchronize(asEvent(event)));
   notifyStreamOrder(&StreamOrderObserver::eventSynchronized, event);
 }
@@ -59,6 +66,8 @@ void synchronizeEvent(void* event) {
 double elapsedMilliseconds(void* start, void* end) {
   TORCH_CHECK(start != nullptr && end != nullptr,
               "Both events must be recorded before calculating elapsed time.");
+  checkEventWait(start, "Event.elapsed_time()");
+  checkEventWait(end, "Event.elapsed_time()");
   float milliseconds = 0;
   OPENREG_CHECK(orEventElapsedTime(&milliseconds, asEvent(start), asEvent(end)));
   return milliseconds;
@@ -83,6 +92,7 @@ void installNativeEvent(c10::Event& event, orEvent_t native, c10::DeviceIndex de
 
 void destroyEvent(void* event) noexcept {
   if (event == nullptr) return;
+  forgetEvent(event);
   notifyStreamOrder(&StreamOrderObserver::eventDestroyed, event);
   succeeded(orEventDestroy(asEvent(event)));
 }

@@ -4,12 +4,15 @@
 #include <openreg.h>
 
 #include <array>
+#include <memory>
 #include <mutex>
 
 #include "base/device.h"
 #include "base/gil.h"
 #include "base/kernel_thread.h"
 #include "base/runtime_check.h"
+#include "base/stream_capture.h"
+#include "integration/stream.h"
 
 namespace torch_openreg {
 
@@ -29,6 +32,16 @@ GeneratorImpl::GeneratorImpl(c10::DeviceIndex device, uint64_t seed)
 // those hooks while such kernels are queued.
 void GeneratorImpl::waitForQueuedDraws() const {
   if (insideKernel()) return;  // a kernel is already ordered with the others
+  // As CUDA's generator: the state is the host's, not the graph's, so it may
+  // not be read or changed from the stream that captures.
+  if (std::shared_ptr<StreamCapture> capture =
+          captureOf(nativeHandle(currentStream(device().index())))) {
+    failCapture(capture,
+                "openreg: the random number generator's state cannot be read or changed from a "
+                "stream that captures a graph (its draws happen when the graph replays, and "
+                "every replay draws new numbers from the generator): seed before capturing or "
+                "before replaying, as with CUDA graphs.");
+  }
   DeviceScope scope(device().index());
   orError_t status = orSuccess;
   {

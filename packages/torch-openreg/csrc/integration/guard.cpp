@@ -6,6 +6,7 @@
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/runtime_check.h"
+#include "base/stream_capture.h"
 #include "integration/device_allocator.h"
 #include "integration/event.h"
 #include "integration/stream.h"
@@ -96,6 +97,7 @@ void GuardImpl::synchronizeStream(const c10::Stream& stream) const {
 
 void GuardImpl::synchronizeDevice(const c10::DeviceIndex deviceIndex) const {
   const c10::DeviceIndex device = resolveDevice(deviceIndex);
+  checkDeviceWait(device, "synchronizing the device (torch.accelerator.synchronize())");
   DeviceScope scope(device);
   OPENREG_CHECK(orDeviceSynchronize());
   notifyStreamOrder(&StreamOrderObserver::deviceSynchronized, device);

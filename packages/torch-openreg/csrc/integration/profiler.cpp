@@ -293,7 +293,7 @@ class OpenRegProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
   }
 };
 
-const bool registered = [] {
+const bool profilerHooksRegistered = [] {
   torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().registerFactory(
       [] { return std::make_unique<OpenRegActivityProfiler>(); });
   static OpenRegProfilerStubs stubs;
@@ -303,6 +303,6 @@ const bool registered = [] {
 
 }  // namespace
 
-bool profilerRegistered() { return registered; }
+bool profilerRegistered() { return profilerHooksRegistered; }
 
 }  // namespace torch_openreg

@@ -11,6 +11,7 @@
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/runtime_check.h"
+#include "base/stream_capture.h"
 #include "base/sync_debug.h"
 
 namespace torch_openreg {
@@ -131,6 +132,7 @@ int streamPriority(const c10::Stream& stream) {
 }
 
 bool queryStream(const c10::Stream& stream) {
+  checkStreamWait(nativeHandle(stream), "Stream.query()");
   const bool done = completed(orStreamQuery(nativeHandle(stream)));
   if (done) notifyStreamOrder(&StreamOrderObserver::streamSynchronized, stream);
   return done;
@@ -140,6 +142,7 @@ void synchronizeStream(const c10::Stream& stream) {
   // Stream.synchronize() counts for the sync debug mode, as on CUDA (device
   // and event synchronization do not).
   checkSynchronization("Stream.synchronize()");
+  checkStreamWait(nativeHandle(stream), "Stream.synchronize()");
   OPENREG_CHECK(orStreamSynchronize(nativeHandle(stream)));
   notifyStreamOrder(&StreamOrderObserver::streamSynchronized, stream);
 }

@@ -5,6 +5,7 @@
 #include "memory/block_pool.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <algorithm>
 #include <array>
@@ -18,12 +19,14 @@
 #include <utility>
 #include <vector>
 
+#include "base/brief_lock.h"
 #include "base/byte_units.h"
 #include "base/debug_modes.h"
 #include "base/device.h"
 #include "base/gil.h"
 #include "base/kernel_thread.h"
 #include "base/runtime_check.h"
+#include "base/stream_capture.h"
 
 namespace torch_openreg {
 namespace {
@@ -56,6 +59,9 @@ size_t segmentSizeFor(size_t size) {
 // it. A block allocated inside a kernel is filled at once: that kernel is the
 // stream's running work.
 void poison(const Block& block) {
+  // Not for a stream that captures a graph: the fill would run now, unordered
+  // with the graph's replays (on whatever stream is current then).
+  if (captureUnderway() && captureOf(block.stream) != nullptr) return;
   if (insideKernel()) {
     void* kernelView = nullptr;
     OPENREG_CHECK(orGetKernelPointer(&kernelView, block.pointer));
@@ -145,10 +151,10 @@ Block* BlockPool::allocate(size_t bytes, orStream_t stream) {
   // Shared blocks other processes have let go of are free memory again.
   if (heldCount_.load(std::memory_order_relaxed) != 0 && sharedCollectionDue()) collectShared();
   const auto context = observerContext(true);
-  std::unique_lock<std::mutex> lock(mutex_);
+  auto lock = lockBriefly(mutex_);
   if (!pendingFrees_.empty()) collectPendingFrees();
   settleFreedBlocks();
-  PrivatePool* pool = routedPool();
+  PrivatePool* pool = routedPool(stream);
   Block* block = takeFree(size, stream, small, pool);
   if (block == nullptr) {
     block = newSegment(size, stream, small, pool, lock);
@@ -175,7 +181,14 @@ FreeBlocks& BlockPool::freeSet(PrivatePool* pool, bool small) {
   return small ? pool->freeSmall : pool->freeLarge;
 }
 
-PrivatePool* BlockPool::routedPool() {
+PrivatePool* BlockPool::routedPool(orStream_t stream) {
+  // A capturing stream allocates from its graph's pool, whichever thread asks
+  // (autograd launches a backward from its own threads); kernels running on
+  // the worker allocate for themselves, not for the graph.
+  c10::MempoolId_t captured;
+  if (C10_UNLIKELY(captureUnderway()) && !insideKernel() && capturePoolOf(stream, &captured)) {
+    if (PrivatePool* pool = findPool(captured)) return pool;
+  }
   if (C10_LIKELY(threadRoutes.empty())) return nullptr;
   for (auto route = threadRoutes.rbegin(); route != threadRoutes.rend(); ++route) {
     if (route->first == device_) return findPool(route->second);
@@ -253,7 +266,18 @@ void* BlockPool::mallocOrRetry(size_t segmentSize, std::unique_lock<std::mutex>&
   DeviceScope scope(device_);
   void* pointer = tryMalloc(segmentSize);
   if (pointer != nullptr) return pointer;
-  // The cache may hold what is missing: give it back and try once more.
+  // The cache may hold what is missing: give it back and try once more. Not
+  // while the device captures a graph: that waits for the device (CUDA's
+  // allocator skips it during capture too).
+  if (deviceCapturing(device_)) {
+    ++stats_.num_ooms;
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "openreg out of memory on device ",
+                     static_cast<int>(device_), " while a graph is being captured: a new ",
+                     humanBytes(segmentSize),
+                     " segment does not fit, and the allocator cannot release its cached memory "
+                     "during a capture (that waits for the device, as on CUDA). Free tensors or "
+                     "call torch.openreg.empty_cache() before the capture, or capture less.");
+  }
   if (insideKernel()) {
     releaseCacheFromKernel();
   } else {
@@ -421,7 +445,7 @@ Block* BlockPool::mergeWithNeighbours(Block* block) {
 void BlockPool::free(Block* block) {
   if (block->shared && holdForOtherProcesses(block)) return;
   const auto context = observerContext(false);
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   freeLocked(block, context);
 }
 
@@ -455,12 +479,17 @@ void BlockPool::returnToPool(Block* block, const std::shared_ptr<c10::GatheredCo
 
 void BlockPool::settleFreedBlocks() {
   if (settling_.empty()) return;
-  std::unordered_map<orStream_t, uint64_t> completed;  // asked once per stream
-  std::vector<Block*> settled;
+  // Asked once per stream; this runs at every allocation while blocks settle,
+  // so nothing here allocates in the common case (a stream or two).
+  c10::SmallVector<std::pair<orStream_t, uint64_t>, 4> completed;
+  c10::SmallVector<Block*, 16> settled;
   for (Block* block : settling_) {
-    auto known = completed.find(block->stream);
-    if (known == completed.end())
-      known = completed.emplace(block->stream, completedWork(block->stream)).first;
+    auto known = std::find_if(completed.begin(), completed.end(),
+                              [&](const auto& entry) { return entry.first == block->stream; });
+    if (known == completed.end()) {
+      completed.emplace_back(block->stream, completedWork(block->stream));
+      known = completed.end() - 1;
+    }
     if (block->freedAt <= known->second) settled.push_back(block);
   }
   // A block merges only into settled neighbours, which these are not yet: none
@@ -473,7 +502,7 @@ void BlockPool::settleFreedBlocks() {
 }
 
 Block* BlockPool::find(void* pointer) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   auto found = allocated_.find(pointer);
   TORCH_CHECK(found != allocated_.end(), "openreg: ", pointer,
               " is not an allocated block of device ", static_cast<int>(device_));
@@ -543,7 +572,7 @@ BlockPool::PrivatePools::iterator BlockPool::forgetPool(PrivatePools::iterator e
 
 void BlockPool::emptyCache(PoolId id) {
   if (heldCount_.load(std::memory_order_relaxed) != 0) collectShared();
-  std::unique_lock<std::mutex> lock(mutex_);
+  auto lock = lockBriefly(mutex_);
   waitForDeviceIdle(lock);
   waitForPendingFrees(lock);
   if (id == kDefaultPool) {
@@ -559,14 +588,14 @@ void BlockPool::emptyCache(PoolId id) {
 }
 
 void BlockPool::retainPool(PoolId id, PoolOptions options) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   std::unique_ptr<PrivatePool>& pool = privatePools_[id];
   if (pool == nullptr) pool = std::make_unique<PrivatePool>(PrivatePool{id, options});
   ++pool->useCount;
 }
 
 void BlockPool::releasePool(PoolId id) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   PrivatePool* pool = findPool(id);
   if (pool != nullptr && pool->useCount > 0) --pool->useCount;
 }
@@ -574,7 +603,7 @@ void BlockPool::releasePool(PoolId id) noexcept {
 void BlockPool::returnPoolMemory(PoolId id) {
   std::vector<Block*> segments;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    const auto lock = lockBriefly(mutex_);
     auto entry = privatePools_.find(id);
     if (entry == privatePools_.end() || entry->second->useCount > 0) return;
     segments = takeUnusedSegments(entry->second.get());
@@ -589,7 +618,7 @@ void BlockPool::returnPoolMemory(PoolId id) {
 }
 
 int BlockPool::poolUseCount(PoolId id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   PrivatePool* pool = findPool(id);
   return pool == nullptr ? 0 : pool->useCount;
 }
@@ -600,24 +629,24 @@ void BlockPool::setMemoryFraction(double fraction) {
     DeviceScope scope(device_);
     OPENREG_CHECK(orMemGetInfo(&free, &total));
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   memoryFraction_ = fraction;
   // At least one byte: a fraction of 0 allows nothing (0 means "no limit").
   memoryLimit_ = std::max<size_t>(1, static_cast<size_t>(fraction * static_cast<double>(total)));
 }
 
 double BlockPool::memoryFraction() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   return memoryFraction_;
 }
 
 c10::CachingDeviceAllocator::DeviceStats BlockPool::stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   return stats_;
 }
 
 void BlockPool::resetAccumulatedStats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   forEachStat(stats_, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
   stats_.num_alloc_retries = 0;
   stats_.num_ooms = 0;
@@ -626,7 +655,7 @@ void BlockPool::resetAccumulatedStats() {
 }
 
 void BlockPool::resetPeakStats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   forEachStat(stats_, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 
@@ -674,7 +703,7 @@ void BlockPool::notify(PoolAction action, void* address, size_t size, orStream_t
 }
 
 std::vector<SegmentView> BlockPool::segments() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   // Every block is allocated, waiting for its recorded streams, or free; a
   // segment starts at a block without a previous neighbour.
   std::vector<const Block*> heads;

@@ -233,7 +233,7 @@ class BlockPool {
   void releaseCacheFromKernel();
   bool overMemoryLimit(size_t segmentSize) const;
   Block* borrowFromPoolsForOom(size_t size, orStream_t stream, bool small);
-  PrivatePool* routedPool();
+  PrivatePool* routedPool(orStream_t stream);
   PrivatePool* findPool(PoolId id);
   void waitForDeviceIdle(std::unique_lock<std::mutex>& lock);
   // Pending frees (block_pool_streams.cpp): events for the recorded streams,

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/brief_lock.h"
 #include "base/runtime_check.h"
 #include "memory/block_pool.h"
 
@@ -46,7 +47,7 @@ int64_t nowNanoseconds() {
 }  // namespace
 
 void BlockPool::markShared(Block* block) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   block->shared = true;
 }
 
@@ -55,14 +56,14 @@ bool BlockPool::holdForOtherProcesses(Block* block) {
     block->shared = false;
     return false;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   heldForOtherProcesses_.push_back(block);
   heldCount_.store(heldForOtherProcesses_.size(), std::memory_order_relaxed);
   return true;
 }
 
 size_t BlockPool::collectShared() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   collectSharedLocked();
   return heldForOtherProcesses_.size();
 }

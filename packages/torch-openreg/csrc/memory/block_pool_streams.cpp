@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "base/brief_lock.h"
 #include "base/device.h"
 #include "base/gil.h"
 #include "base/kernel_thread.h"
@@ -38,7 +39,7 @@ BlockPool::StreamMarks::~StreamMarks() {
 }
 
 void BlockPool::recordStream(Block* block, orStream_t stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lockBriefly(mutex_);
   // Uses on the allocating stream are ordered with its reuse already.
   if (stream == block->stream) return;
   auto& uses = block->streamUses;

@@ -18,6 +18,7 @@
 #include "base/device.h"
 #include "base/python_exit.h"
 #include "base/runtime_check.h"
+#include "base/stream_capture.h"
 #include "base/sync_debug.h"
 #include "engine/compiled_kernel_launch.h"
 #include "engine/fallback.h"
@@ -34,6 +35,7 @@
 #include "integration/memory_history.h"
 #include "integration/profiler.h"
 #include "integration/stream.h"
+#include "python/graph_bindings.h"
 #include "python/ipc_bindings.h"
 #include "python/process_group_bindings.h"
 #include "python/stream_hold.h"
@@ -84,6 +86,7 @@ py::object defaultGeneratorObject(c10::DeviceIndex device) {
 }
 
 void synchronizeDevice(c10::DeviceIndex device) {
+  checkDeviceWait(resolveDevice(device), "torch.openreg.synchronize()");
   DeviceScope scope(resolveDevice(device));
   py::gil_scoped_release release;
   OPENREG_CHECK(orDeviceSynchronize());
@@ -243,6 +246,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_openreg;
   m.doc() = "Native part of torch_openreg (use torch.openreg instead).";
   bindProcessGroup(m);
+  bindGraphs(m);
   bindIpc(m);
   bindStreamHold(m);
   bindTestingHooks(m);

@@ -47,6 +47,59 @@ class _MemPool:
     def _begin_allocate(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None: ...
     def _end_allocate(self, arg0: typing.SupportsInt | typing.SupportsIndex) -> None: ...
 
+class _OpenRegGraph:
+    """
+    An openreg graph: capture, instantiate, replay.
+    """
+    def __init__(self, keep_graph: bool = False) -> None: ...
+    def capture_begin(
+        self, pool: tuple[int, int] | None = None, capture_error_mode: str = "global"
+    ) -> None:
+        """
+        Begin capturing the current stream's work (not the default stream).
+        """
+    def capture_end(self) -> None:
+        """
+        End the capture begun on the current stream.
+        """
+    def instantiate(self) -> None:
+        """
+        Make the captured graph replayable.
+        """
+    def replay(self) -> None:
+        """
+        Enqueue the captured work on the current stream.
+        """
+    def reset(self) -> None:
+        """
+        Forget the graph and release its memory pool.
+        """
+    def pool(self) -> tuple[int, int]:
+        """
+        The id of the graph's memory pool, (n, 0) or a MemPool's (0, n).
+        """
+    def enable_debug_mode(self) -> None:
+        """
+        Keep the captured graph after instantiation, for debug_dump.
+        """
+    def debug_dump(self, debug_path: str) -> None:
+        """
+        Write the kept graph to a file in Graphviz DOT.
+        """
+    @property
+    def _has_graph_exec(self) -> bool:
+        """
+        Whether replay() can run without instantiating first.
+        """
+    def _graph_data(self) -> dict | None:
+        """
+        The captured graph's nodes and edges (None before capture_end).
+        """
+    def _dot(self) -> str | None:
+        """
+        The captured graph in Graphviz DOT (None before capture_end).
+        """
+
 class _StreamHold:
     """
     Test hook: work that holds an openreg stream until released (tests/_async.py's held_stream).
@@ -84,6 +137,7 @@ class _StreamHold:
         Whether the hold let the stream go by itself (never released).
         """
 
+def _abandon_graph_captures() -> list[tuple[int, int]]: ...
 def _autocast_policy() -> list[tuple[str, str]]: ...
 def _caching_allocator_alloc(
     arg0: typing.SupportsInt | typing.SupportsIndex,
@@ -129,6 +183,7 @@ def _get_default_generator(arg0: typing.SupportsInt | typing.SupportsIndex) -> t
 def _get_device() -> int: ...
 def _get_memory_fraction(arg0: typing.SupportsInt | typing.SupportsIndex) -> float: ...
 def _get_sync_debug_mode() -> int: ...
+def _graph_pool_handle() -> tuple[int, int]: ...
 def _host_record_event(
     arg0: torch.Tensor,
     arg1: typing.SupportsInt | typing.SupportsIndex,
@@ -144,6 +199,7 @@ def _ipc_share_storage(
     storage: torch.UntypedStorage,
 ) -> tuple[tuple[int, int, int, int, int, int], tuple[int, int, int, int, int] | None]: ...
 def _ipc_wait_event(event: tuple[int, int, int, int, int]) -> None: ...
+def _is_current_stream_capturing() -> bool: ...
 def _is_initialized() -> bool: ...
 def _kernel_allocator_installed() -> bool: ...
 def _mark_initialized() -> None: ...
@@ -161,6 +217,7 @@ def _plan_cache_info() -> dict: ...
 def _poison_value(dtype: torch.dtype) -> int | float | None: ...
 def _private_pool_stats(arg0: typing.SupportsInt | typing.SupportsIndex) -> dict: ...
 def _profiler_registered() -> bool: ...
+def _register_graph_impl() -> None: ...
 def _record_memory_history(
     arg0: bool,
     arg1: bool,

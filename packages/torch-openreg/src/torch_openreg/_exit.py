@@ -6,11 +6,13 @@ finalizes), in this order (docs/exit-path.md says why each step is there):
 1. wait, bounded, until PyTorch's autograd device threads are idle: they let go
    of a finished backward's graph task (which holds Python objects) just after
    the backward has returned;
-2. synchronize every device used, so queued kernels finish while PyTorch's
+2. end graph captures still underway, discarding what they recorded (noted on
+   stderr; the exit status is left alone);
+3. synchronize every device used, so queued kernels finish while PyTorch's
    process-wide state is whole, collecting errors nobody synchronized for;
-3. close the binding's background threads to Python (``_C._close_for_python_exit``,
+4. close the binding's background threads to Python (``_C._close_for_python_exit``,
    ``csrc/base/python_exit.h``): from then on they keep what they would let go;
-4. report each pending error on stderr and make the exit status 1.
+5. report each pending error on stderr and make the exit status 1.
 
 Whether a thread is idle is read from /proc (its current system call). Where
 /proc cannot tell (another OS, or an architecture whose futex system call
@@ -62,12 +64,26 @@ def drain_devices() -> None:
         # A program that never used a device has nothing queued (and, with an
         # invalid OPENREG_DEVICE_COUNT, must not be warned about it at exit).
         if openreg.is_initialized():
+            _abandon_graph_captures()
             pending = _synchronize_collecting_errors()
     finally:
         _C._close_for_python_exit()
     if pending:
         _report_on_stderr(pending)
         _C._exit_with_failure_status()
+
+
+def _abandon_graph_captures() -> None:
+    # Captured work is only recorded: nothing is lost, but synchronizing a device
+    # while a capture is underway is an error of the capture, not of queued work.
+    notes = [
+        f"openreg: note: a graph capture begun on stream {stream_id} of openreg:{device} was "
+        "still underway at exit; what it recorded was discarded (end a capture with "
+        "capture_end(), or capture inside `with torch.openreg.graph(g):`)"
+        for device, stream_id in _C._abandon_graph_captures()
+    ]
+    if notes:
+        _report_on_stderr(notes)
 
 
 def _synchronize_collecting_errors() -> list[str]:

@@ -32,6 +32,8 @@ def register() -> None:
                 f"taken by the '{current}' backend; only one such backend can be loaded per process"
             )
         torch.utils.rename_privateuse1_backend(BACKEND_NAME)
+    # torch.accelerator.Graph finds graph implementations by the backend's name.
+    _C._register_graph_impl()
     torch._register_device_module(BACKEND_NAME, openreg)
     # `from torch.openreg.amp import GradScaler` must find the same module (as with torch.cuda.amp).
     sys.modules[f"torch.{BACKEND_NAME}.amp"] = openreg.amp

@@ -14,6 +14,7 @@ from . import (
     amp,
     debug,
     devices,
+    graphs,
     memory,
     monitoring,
     properties,
@@ -24,6 +25,7 @@ from . import (
 from ._fork import _is_in_bad_fork as _is_in_bad_fork
 from ._fork import _lazy_init as _lazy_init
 from .devices import *  # noqa: F403
+from .graphs import *  # noqa: F403
 from .memory import *  # noqa: F403
 from .monitoring import *  # noqa: F403
 from .properties import *  # noqa: F403
@@ -32,8 +34,9 @@ from .streams import *  # noqa: F403
 from .streams import _sleep as _sleep
 from .sync_debug import *  # noqa: F403
 
-__all__ = ["_utils", "amp", "debug", "memory"]
+__all__ = ["_utils", "amp", "debug", "graphs", "memory"]
 __all__ += devices.__all__
+__all__ += graphs.__all__
 __all__ += memory.__all__
 __all__ += monitoring.__all__
 __all__ += properties.__all__
