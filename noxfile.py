@@ -222,6 +222,7 @@ BINDING_DRIVER_SOURCES = (
     "base/environment.cpp",
     "base/kernel_thread.cpp",
     "base/runtime_check.cpp",
+    "base/stream_capture.cpp",
     "base/sync_debug.cpp",
     "memory/block_pool.cpp",
     "memory/block_pool_streams.cpp",
