@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import resource
 import shlex
 import shutil
@@ -51,8 +50,6 @@ RUNTIME_HEADER = ROOT / "packages" / "openreg-runtime" / "src" / "openreg_runtim
 # README's install commands, run exactly as written by `wheels` and `integration`: the
 # shell block that follows this marker in README.md.
 INSTALL_COMMANDS_MARKER = "<!-- install-commands:"
-# A release tree's folder name, <name>-<version> (see is_generated).
-RELEASE_TREE = re.compile(r"^[A-Za-z0-9_.]+-[0-9]")
 
 
 @dataclass(frozen=True)
@@ -225,6 +222,7 @@ BINDING_DRIVER_SOURCES = (
     "base/environment.cpp",
     "base/kernel_thread.cpp",
     "base/runtime_check.cpp",
+    "base/stream_capture.cpp",
     "base/sync_debug.cpp",
     "memory/block_pool.cpp",
     "memory/block_pool_streams.cpp",
@@ -308,23 +306,16 @@ def sync_groups(session: nox.Session, *groups: str) -> None:
     session.run_install(*command, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
 
 
-def is_generated(path: Path) -> bool:
-    """Inside a build tree, or a release tree setuptools writes while making an sdist
-    (packages/<package>/<name>-<version>/, there while `wheels` or `sanitize` runs)."""
-    parts = path.relative_to(ROOT).parts
-    in_release_tree = (
-        len(parts) > 3 and parts[0] == "packages" and bool(RELEASE_TREE.match(parts[2]))
-    )
-    return "build" in parts or in_release_tree
-
-
 def c_sources() -> list[str]:
-    """Every C and C++ source and header of the packages and tests (not generated trees)."""
-    found = []
-    for folder in (ROOT / "packages", ROOT / "tests", ROOT / "benchmarks"):
-        for suffix in ("*.c", "*.cpp", "*.h"):
-            found += [p for p in folder.rglob(suffix) if not is_generated(p)]
-    return sorted(str(path.relative_to(ROOT)) for path in found)
+    """Every C and C++ source and header git tracks. Listed by git rather than by walking
+    the folders: a build tree is no source, and `wheels` and `sanitize`, running beside
+    `lint`, write and delete release trees in packages/ while a walk would read them."""
+    listed = subprocess.run(
+        ["git", "ls-files", "*.c", "*.cpp", "*.h"], cwd=ROOT, capture_output=True, text=True
+    )
+    if listed.returncode != 0:
+        raise RuntimeError(f"git ls-files failed (lint needs a git checkout): {listed.stderr}")
+    return listed.stdout.split()
 
 
 @nox.session(python=PYTHON)

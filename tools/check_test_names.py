@@ -8,6 +8,7 @@ exits non-zero naming each clash.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections import defaultdict
@@ -20,19 +21,26 @@ SKIPPED_PARTS = {".venv", ".nox", "build", "node_modules", ".git"}
 RELEASE_TREE = re.compile(r"^[A-Za-z0-9_.]+-[0-9]")
 
 
-def skipped(relative: Path) -> bool:
-    if not SKIPPED_PARTS.isdisjoint(relative.parts):
+def skipped(folder: Path) -> bool:
+    """Whether the folder (relative to the root) is a virtual environment, a build or
+    release tree, or inside one."""
+    parts = folder.parts
+    if not SKIPPED_PARTS.isdisjoint(parts):
         return True
-    parts = relative.parts
-    return len(parts) > 3 and parts[0] == "packages" and bool(RELEASE_TREE.match(parts[2]))
+    return len(parts) >= 3 and parts[0] == "packages" and bool(RELEASE_TREE.match(parts[2]))
 
 
 def test_modules() -> dict[str, list[Path]]:
     """Every test_*.py outside virtual environments and build or release trees, by base name."""
     found: dict[str, list[Path]] = defaultdict(list)
-    for path in ROOT.rglob("test_*.py"):
-        if not skipped(path.relative_to(ROOT)):
-            found[path.name].append(path.relative_to(ROOT))
+    # os.walk, pruned before it descends: a release tree can vanish while it is read
+    # (an sdist build beside the lint), and os.walk skips a folder it can no longer list.
+    for folder, subfolders, files in os.walk(ROOT):
+        relative = Path(folder).relative_to(ROOT)
+        subfolders[:] = [name for name in subfolders if not skipped(relative / name)]
+        for name in files:
+            if name.startswith("test_") and name.endswith(".py"):
+                found[name].append(relative / name)
     return found
 
 

@@ -15,14 +15,29 @@
 
 namespace torch_openreg {
 
-// Applies `convert` to every tensor of an argument — a tensor, a Tensor[] or
-// a Tensor?[] — keeping its structure; other values come back unchanged.
-// The one place that knows where tensors hide in operator arguments.
+// Where tensors hide in operator arguments: a tensor, a Tensor[] or a
+// Tensor?[]. These two are the one place that knows it.
+//
+// Calls `visit` on every tensor of an argument, in mapTensors' order. A
+// visit that only looks costs no copy of the argument (a foreach operator's
+// lists hold every parameter of a model).
+template <typename Visit>
+void forEachTensor(const c10::IValue& value, Visit&& visit) {
+  if (value.isTensor()) return visit(value.toTensor());
+  if (!value.isList()) return;
+  for (const c10::IValue& element : value.toListRef()) {
+    if (element.isTensor()) visit(element.toTensor());
+  }
+}
+
+// Applies `convert` to every tensor of an argument, keeping its structure;
+// other values come back unchanged.
 template <typename Convert>
 c10::IValue mapTensors(const c10::IValue& value, Convert&& convert) {
   if (value.isTensor()) return convert(value.toTensor());
   if (value.isTensorList()) {
     c10::List<at::Tensor> converted;
+    converted.reserve(value.toListRef().size());
     for (const at::Tensor& tensor : value.toTensorList()) converted.push_back(convert(tensor));
     return converted;
   }
@@ -31,6 +46,7 @@ c10::IValue mapTensors(const c10::IValue& value, Convert&& convert) {
     for (const c10::IValue& element : value.toListRef()) hasTensors |= element.isTensor();
     if (!hasTensors) return value;
     c10::List<std::optional<at::Tensor>> converted;
+    converted.reserve(value.toListRef().size());
     for (const c10::IValue& element : value.toListRef()) {
       converted.push_back(element.isTensor() ? std::optional(convert(element.toTensor()))
                                              : std::nullopt);

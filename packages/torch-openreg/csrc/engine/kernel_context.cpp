@@ -38,8 +38,13 @@ at::Tensor makeLike(c10::Storage storage, c10::DispatchKey backend, const at::Te
 
 void checkStorageCovers(const at::Tensor& tensor) {
   if (tensor.is_nested() || tensor.numel() == 0) return;
-  const size_t needed = at::detail::computeStorageNbytes(
-      tensor.sizes(), tensor.strides(), tensor.itemsize(), tensor.storage_offset());
+  // Most tensors are contiguous from the start of their storage: they reach
+  // exactly their elements, which spares the general computation per launch.
+  const bool packed = tensor.storage_offset() == 0 && tensor.is_contiguous();
+  const size_t needed =
+      packed ? static_cast<size_t>(tensor.numel()) * tensor.itemsize()
+             : at::detail::computeStorageNbytes(tensor.sizes(), tensor.strides(), tensor.itemsize(),
+                                                tensor.storage_offset());
   const size_t available = tensor.storage().nbytes();
   TORCH_CHECK(needed <= available, "openreg: this tensor of shape ", tensor.sizes(), " and dtype ",
               tensor.scalar_type(), " needs ", needed,

@@ -113,10 +113,8 @@ class RaceCheck {
     const c10::FunctionSchema& schema = spec.operation.op()->schema();
     for (size_t i = 0; i < spec.arguments.size(); ++i) {
       const bool write = isMutable(schema.arguments()[i]);
-      mapTensors(spec.arguments[i], [&](const at::Tensor& tensor) {
-        (write ? writes : reads).push_back(tensor);
-        return tensor;
-      });
+      forEachTensor(spec.arguments[i],
+                    [&](const at::Tensor& tensor) { (write ? writes : reads).push_back(tensor); });
     }
   }
 

@@ -58,7 +58,9 @@ struct PreparedKernel {
       arguments.push_back(fillCpuArgument(shape, made, next));
     }
     const c10::ArrayRef<at::Tensor> outputs = c10::ArrayRef<at::Tensor>(made).slice(firstOutput);
-    if (!useOutVariant || !runOutVariant(arguments, outputs)) runFunctional(arguments, outputs);
+    if (!useOutVariant || !runOutVariant(arguments, outputs)) {
+      runFunctional(std::move(arguments), outputs);
+    }
     checkMutatedLayouts(made);
   }
 
@@ -92,14 +94,13 @@ struct PreparedKernel {
     return true;
   }
 
-  void runFunctional(const std::vector<c10::IValue>& arguments,
-                     c10::ArrayRef<at::Tensor> outputs) const {
+  // Takes the arguments: the stack they become is the results' too.
+  void runFunctional(torch::jit::Stack results, c10::ArrayRef<at::Tensor> outputs) const {
     c10::SmallVector<at::Tensor, 2> targets;
     for (size_t i = 0; i < outputs.size(); ++i) {
       targets.push_back(outputs[i].defined() ? pristineOutput(i, outputs[i]) : at::Tensor());
     }
     const OutputReservations reserved(targets, &plan->placement);
-    torch::jit::Stack results(arguments.begin(), arguments.end());
     op.redispatchBoxed(keys, &results);
     size_t next = 0;  // outputs are in result order, list elements one by one
     const auto place = [&](const at::Tensor& result) {
@@ -148,10 +149,8 @@ bool isUserHostTensor(const at::Tensor& tensor) {
 bool hasHostTensors(const Arguments& arguments) {
   bool found = false;
   for (const c10::IValue& value : arguments) {
-    mapTensors(value, [&](const at::Tensor& tensor) {
-      found = found || isUserHostTensor(tensor);
-      return tensor;
-    });
+    forEachTensor(value,
+                  [&](const at::Tensor& tensor) { found = found || isUserHostTensor(tensor); });
   }
   return found;
 }

@@ -69,20 +69,18 @@ std::vector<at::Tensor> newResults(const Arguments& arguments,
                                    const std::vector<c10::IValue>& results) {
   std::vector<const void*> argumentMemory;
   for (const c10::IValue& argument : arguments) {
-    mapTensors(argument, [&](const at::Tensor& tensor) {
+    forEachTensor(argument, [&](const at::Tensor& tensor) {
       if (tensor.defined() && tensor.has_storage())
         argumentMemory.push_back(tensor.storage().data());
-      return tensor;
     });
   }
   std::vector<at::Tensor> written;
   for (const c10::IValue& result : results) {
-    mapTensors(result, [&](const at::Tensor& tensor) {
+    forEachTensor(result, [&](const at::Tensor& tensor) {
       const bool fresh = tensor.defined() && tensor.has_storage() &&
                          std::find(argumentMemory.begin(), argumentMemory.end(),
                                    tensor.storage().data()) == argumentMemory.end();
       if (fresh) written.push_back(tensor);
-      return tensor;
     });
   }
   return written;
