@@ -71,6 +71,48 @@ def test_an_elementwise_chain_replays_with_new_static_inputs_like_the_cpu():
         torch.testing.assert_close(static_y.cpu(), chain(data))
 
 
+def _view_work(x: torch.Tensor, out: torch.Tensor) -> None:
+    """In-place and out= work on views: kernels whose arguments share a storage."""
+    x[::2].mul_(1.5)
+    torch.add(x[1::2], x[::2], out=out[:50])
+    out[50:].copy_(x[:50].flip(0))
+    out.sub_(out.mean())
+
+
+def test_in_place_and_out_work_on_views_replays_like_the_cpu_each_time():
+    # A replay reuses the CPU aliases its kernels ran on the time before: each replay must
+    # still see the arguments as captured (same storage, offset and strides).
+    x = torch.randn(100, generator=torch.Generator().manual_seed(0))
+    cpu_x, cpu_out = x.clone(), torch.zeros(100)
+    static_x, static_out = x.to("openreg"), torch.zeros(100, device="openreg")
+    _view_work(cpu_x, cpu_out)  # the warm-up that capture() runs
+    graph, _ = capture(lambda: _view_work(static_x, static_out))
+    for _ in range(3):
+        graph.replay()
+        _view_work(cpu_x, cpu_out)
+        torch.testing.assert_close(static_x.cpu(), cpu_x)
+        torch.testing.assert_close(static_out.cpu(), cpu_out)
+
+
+def test_one_graph_replayed_on_two_streams_at_once_gives_the_same_result(races_off: None):
+    # Two stream workers may run the same captured kernel at the same time: each run needs
+    # aliases of its own. The replays race on purpose (on CUDA too), but each computes the
+    # same values from the same input.
+    static_x = torch.randn(1000, device="openreg")
+    graph, static_y = capture(lambda: chain(static_x))
+    expected = chain(static_x.cpu())
+    streams = [openreg.Stream(), openreg.Stream()]
+    for stream in streams:
+        stream.wait_stream(openreg.current_stream())
+    for _ in range(20):
+        for stream in streams:
+            with openreg.stream(stream):
+                graph.replay()
+    for stream in streams:
+        openreg.current_stream().wait_stream(stream)
+    torch.testing.assert_close(static_y.cpu(), expected)
+
+
 def test_matmuls_replay_like_the_cpu():
     a = torch.randn(64, 32, device="openreg")
     b = torch.randn(32, 48, device="openreg")

@@ -39,7 +39,7 @@ std::vector<at::Tensor> launchFunctional(c10::DeviceIndex device, std::vector<at
   spec.writes = outputs;
   launchOnDevice(spec, [aliases = std::move(aliases), inputCount = inputs.size(),
                         function = std::move(function), plan] {
-    const c10::SmallVector<at::Tensor, 4> made = aliases.materialize();
+    const DeferredAliases::Made made = aliases.materialize();
     const std::vector<at::Tensor> inputAliases(made.begin(), made.begin() + inputCount);
     const c10::ArrayRef<at::Tensor> outputAliases =
         c10::ArrayRef<at::Tensor>(made).slice(inputCount);

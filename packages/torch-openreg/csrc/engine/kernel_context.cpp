@@ -205,30 +205,72 @@ std::pair<void*, size_t> DeferredAliases::memory(size_t index) const {
   return {storages_[storage].kernelData, storages_[storage].nbytes};
 }
 
-c10::SmallVector<at::Tensor, 4> DeferredAliases::materialize() const {
+DeferredAliases::Aliases DeferredAliases::make() const {
   // One CPU storage per device storage: aliasing is kept. Resizable with the
   // kernel allocator, like alias()'s (an out= kernel may resize its output).
-  c10::SmallVector<c10::Storage, 4> storages;
-  storages.reserve(storages_.size());
+  Aliases made;
+  made.storages.reserve(storages_.size());
   for (const StorageEntry& entry : storages_) {
-    storages.emplace_back(c10::Storage::use_byte_size_t(), entry.nbytes,
-                          c10::DataPtr(entry.kernelData, c10::Device(c10::DeviceType::CPU)),
-                          kernelAllocator(), /*resizable=*/true);
+    made.storages.emplace_back(c10::Storage::use_byte_size_t(), entry.nbytes,
+                               c10::DataPtr(entry.kernelData, c10::Device(c10::DeviceType::CPU)),
+                               kernelAllocator(), /*resizable=*/true);
   }
-  c10::SmallVector<at::Tensor, 4> aliases;
-  aliases.reserve(entries_.size());
+  made.tensors.reserve(entries_.size());
   for (const Entry& entry : entries_) {
     if (entry.storage < 0 || entry.sameAs >= 0) {
-      at::Tensor reused = entry.sameAs >= 0 ? aliases[entry.sameAs] : entry.kept;
-      aliases.push_back(std::move(reused));
+      at::Tensor reused = entry.sameAs >= 0 ? made.tensors[entry.sameAs] : entry.kept;
+      made.tensors.push_back(std::move(reused));
       continue;
     }
-    at::Tensor alias = tensorOver(storages[entry.storage], c10::DispatchKey::CPU, entry.layout);
+    at::Tensor alias =
+        tensorOver(made.storages[entry.storage], c10::DispatchKey::CPU, entry.layout);
     alias.unsafeGetTensorImpl()->_set_conj(entry.conjugate);
     alias.unsafeGetTensorImpl()->_set_neg(entry.negative);
-    aliases.push_back(std::move(alias));
+    made.tensors.push_back(std::move(alias));
   }
-  return aliases;
+  return made;
+}
+
+bool DeferredAliases::unchanged(const Aliases& aliases) const {
+  if (aliases.tensors.size() != entries_.size() || aliases.storages.size() != storages_.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < storages_.size(); ++i) {
+    const c10::Storage& storage = aliases.storages[i];
+    if (storage.data() != storages_[i].kernelData || storage.nbytes() != storages_[i].nbytes) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& entry = entries_[i];
+    const at::Tensor& alias = aliases.tensors[i];
+    if (entry.storage < 0) continue;
+    if (alias.storage().unsafeGetStorageImpl() !=
+            aliases.storages[entry.storage].unsafeGetStorageImpl() ||
+        !entry.layout.matches(alias) || alias.is_conj() != entry.conjugate ||
+        alias.is_neg() != entry.negative) {
+      return false;
+    }
+  }
+  return true;
+}
+
+DeferredAliases::Made DeferredAliases::materialize() const { return Made(*this); }
+
+DeferredAliases::Made::Made(const DeferredAliases& owner)
+    : owner_(owner), owned_(!owner.reusing_.exchange(true, std::memory_order_acquire)) {
+  if (owned_ && !owner_.kept_.tensors.empty()) {
+    aliases_ = std::exchange(owner_.kept_, Aliases{});
+  } else {
+    aliases_ = owner_.make();
+  }
+}
+
+DeferredAliases::Made::~Made() {
+  if (!owned_) return;
+  // Changed aliases are dropped now: a storage the kernel resized owns memory.
+  if (owner_.unchanged(aliases_)) owner_.kept_ = std::move(aliases_);
+  owner_.reusing_.store(false, std::memory_order_release);
 }
 
 }  // namespace torch_openreg

@@ -20,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/SmallVector.h>
 
+#include <atomic>
 #include <utility>
 #include <vector>
 
@@ -137,8 +138,19 @@ class DeferredAliases {
   // kept values).
   std::pair<void*, size_t> memory(size_t index) const;
 
-  // On the worker: the aliases (and kept values), in recording order.
-  c10::SmallVector<at::Tensor, 4> materialize() const;
+  DeferredAliases() = default;
+  // A copy or a move takes the records, not the aliases kept for reuse.
+  DeferredAliases(const DeferredAliases& other)
+      : storages_(other.storages_), entries_(other.entries_) {}
+  DeferredAliases(DeferredAliases&& other) noexcept
+      : storages_(std::move(other.storages_)), entries_(std::move(other.entries_)) {}
+  DeferredAliases& operator=(const DeferredAliases&) = delete;
+  DeferredAliases& operator=(DeferredAliases&&) = delete;
+
+  class Made;
+  // On the worker: the aliases (and kept values), in recording order, for one
+  // run of the work (see Made).
+  Made materialize() const;
 
  private:
   struct StorageEntry {
@@ -161,9 +173,47 @@ class DeferredAliases {
   size_t storageIndex(const c10::Storage& original);
   int firstEntryOf(const at::TensorImpl* original) const;
 
+  // One run's aliases and the CPU storages under them.
+  struct Aliases {
+    c10::SmallVector<c10::Storage, 4> storages;
+    c10::SmallVector<at::Tensor, 4> tensors;
+  };
+  Aliases make() const;
+  bool unchanged(const Aliases& aliases) const;
+
   // An operator has a handful of tensors: inline storage for four.
   c10::SmallVector<StorageEntry, 4> storages_;
   c10::SmallVector<Entry, 4> entries_;
+  // The aliases of the last run, for the next (a graph replays its work).
+  // `reusing_` is held by the run that took them: two replays of one graph on
+  // two streams may run the same work at once, and the second makes its own.
+  mutable Aliases kept_;
+  mutable std::atomic<bool> reusing_{false};
+};
+
+// The aliases of one run. A graph replays the same work many times, and
+// making the aliases was a large share of a replayed operator's cost, so when
+// a run ends its aliases go back to their DeferredAliases, and the next run
+// reuses them if the kernel left every one over the same CPU storage, with the
+// same memory and layout, as they were made (an out= kernel may resize its
+// output, for one). Otherwise it makes new ones. Work that runs once (eager
+// launches) pays only the hand-back.
+class DeferredAliases::Made {
+ public:
+  explicit Made(const DeferredAliases& owner);
+  ~Made();
+  Made(const Made&) = delete;
+  Made& operator=(const Made&) = delete;
+
+  operator c10::ArrayRef<at::Tensor>() const { return aliases_.tensors; }  // NOLINT
+  const at::Tensor& operator[](size_t index) const { return aliases_.tensors[index]; }
+  const at::Tensor* begin() const { return aliases_.tensors.begin(); }
+  const at::Tensor* end() const { return aliases_.tensors.end(); }
+
+ private:
+  const DeferredAliases& owner_;
+  bool owned_;  // this run holds the owner's reuse slot
+  Aliases aliases_;
 };
 
 }  // namespace torch_openreg

@@ -50,7 +50,7 @@ struct PreparedKernel {
   c10::SmallVector<size_t, 2> mutated;
 
   void run() const {
-    const c10::SmallVector<at::Tensor, 4> made = aliases.materialize();
+    const DeferredAliases::Made made = aliases.materialize();
     std::vector<c10::IValue> arguments;
     arguments.reserve(argumentShapes.size());
     size_t next = 0;

@@ -34,8 +34,9 @@ void GeneratorImpl::waitForQueuedDraws() const {
   if (insideKernel()) return;  // a kernel is already ordered with the others
   // As CUDA's generator: the state is the host's, not the graph's, so it may
   // not be read or changed from the stream that captures.
-  if (std::shared_ptr<StreamCapture> capture =
-          captureOf(nativeHandle(currentStream(device().index())))) {
+  std::shared_ptr<StreamCapture> capture =
+      captureUnderway() ? captureOf(nativeHandle(currentStream(device().index()))) : nullptr;
+  if (capture != nullptr) {
     failCapture(capture,
                 "openreg: the random number generator's state cannot be read or changed from a "
                 "stream that captures a graph (its draws happen when the graph replays, and "
