@@ -325,11 +325,6 @@ def test_generic_torch_event_wait_orders_streams():
     assert producer.query() is True
 
 
-def test_interprocess_events_are_refused_clearly():
-    with pytest.raises(NotImplementedError, match="interprocess"):
-        torch.openreg.Event(interprocess=True)
-
-
 def test_elapsed_time_across_devices_is_refused():
     start = torch.openreg.Event(enable_timing=True)
     end = torch.openreg.Event(enable_timing=True)
