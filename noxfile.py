@@ -225,6 +225,7 @@ BINDING_DRIVER_SOURCES = (
     "base/stream_capture.cpp",
     "base/sync_debug.cpp",
     "memory/block_pool.cpp",
+    "memory/block_pool_shared.cpp",
     "memory/block_pool_streams.cpp",
     "integration/device_allocator.cpp",
     "integration/stream.cpp",
