@@ -166,8 +166,11 @@ def race_on(state: State, name: str, fixed: bool) -> str:
     side = torch.openreg.Stream()
     for _ in range(2):  # warm: first calls of a signature run synchronously
         tensor.fill_(2.0)
+        # Ordered: the environment may have race detection on already (nox -s checked).
+        side.wait_stream(torch.openreg.current_stream())
         with torch.openreg.stream(side):
             tensor * 2
+        torch.openreg.current_stream().wait_stream(side)
     torch.openreg.synchronize()
     with torch.openreg.debug.enabled("races", races="error"):
         try:

@@ -94,13 +94,23 @@ def test_in_place_and_out_work_on_views_replays_like_the_cpu_each_time():
         torch.testing.assert_close(static_out.cpu(), cpu_out)
 
 
+def _chain_keeping_every_result(x: torch.Tensor) -> list[torch.Tensor]:
+    """Each operator writes memory of its own: nothing is freed during the capture, so
+    no later node of the graph reuses an earlier one's block."""
+    results = [x * 2]
+    for op in (torch.sin, torch.exp, torch.tanh, lambda t: t + 1, torch.cos):
+        results.append(op(results[-1]))
+    return results
+
+
 def test_one_graph_replayed_on_two_streams_at_once_gives_the_same_result(races_off: None):
     # Two stream workers may run the same captured kernel at the same time: each run needs
-    # aliases of its own. The replays race on purpose (on CUDA too), but each computes the
-    # same values from the same input.
+    # aliases of its own. The replays race on purpose: on the same memory they write the
+    # same values, since no node reuses another's block (replays of a graph whose nodes
+    # reuse freed blocks must not overlap, on CUDA too).
     static_x = torch.randn(1000, device="openreg")
-    graph, static_y = capture(lambda: chain(static_x))
-    expected = chain(static_x.cpu())
+    graph, static_results = capture(lambda: _chain_keeping_every_result(static_x))
+    expected = _chain_keeping_every_result(static_x.cpu())
     streams = [openreg.Stream(), openreg.Stream()]
     for stream in streams:
         stream.wait_stream(openreg.current_stream())
@@ -110,7 +120,8 @@ def test_one_graph_replayed_on_two_streams_at_once_gives_the_same_result(races_o
                 graph.replay()
     for stream in streams:
         openreg.current_stream().wait_stream(stream)
-    torch.testing.assert_close(static_y.cpu(), expected)
+    for result, cpu_result in zip(static_results, expected, strict=True):
+        torch.testing.assert_close(result.cpu(), cpu_result)
 
 
 def test_matmuls_replay_like_the_cpu():
