@@ -5,7 +5,8 @@ its sdist) into ``dist/`` and installs them, third-party packages pinned to
 ``uv.lock``, into the environments that the test suites share: ``runtime`` runs in
 the runtime-only one, ``binding``, ``checked`` and ``distributed`` in the one with
 the binding. Each ``integration(<shape>)`` session installs the same wheel files with
-README's pip command for its shape, so the tests exercise exactly what users install.
+README's uv and pip commands for its shape, so the tests exercise exactly what users
+install.
 Only ``sanitize`` and ``sanitize-drivers`` compile again, with the sanitizers'
 instrumentation. Independent sessions run side by side (``nox.options.parallel``).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import resource
 import shlex
 import shutil
@@ -48,8 +50,11 @@ DISTRIBUTIONS = {
 }
 RUNTIME_HEADER = ROOT / "packages" / "openreg-runtime" / "src" / "openreg_runtime" / "include"
 # README's install commands, run exactly as written by `wheels` and `integration`: the
-# shell block that follows this marker in README.md.
+# shell blocks that follow these markers in README.md, one per name (build, uv, pip).
 INSTALL_COMMANDS_MARKER = "<!-- install-commands:"
+INSTALL_BLOCK = re.compile(
+    r"^<!-- install-commands: (\w+)[^\n]*-->\n```sh\n(.*?)^```", re.MULTILINE | re.DOTALL
+)
 
 
 @dataclass(frozen=True)
@@ -278,25 +283,55 @@ def timed(function: Callable[[nox.Session], None]) -> Callable[[nox.Session], No
     return run
 
 
-def readme_install_commands(session: nox.Session) -> dict[str, list[str]]:
-    """README.md's install commands: ``build`` and, per distribution, its ``pip install``."""
-    text = (ROOT / "README.md").read_text()
-    if INSTALL_COMMANDS_MARKER not in text:
-        session.error(f"README.md lost the {INSTALL_COMMANDS_MARKER} block the sessions run")
-    block = text.split(INSTALL_COMMANDS_MARKER, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
-    commands: dict[str, list[str]] = {}
-    for line in block.splitlines():
-        words = shlex.split(line, comments=True)
-        if words[:2] == ["uv", "build"]:
-            commands["build"] = words
-        elif words[:2] == ["pip", "install"]:
-            commands[words[-1]] = words
-        elif words:
-            session.error(f"README.md install block: unexpected command {line!r}")
-    missing = {"build", *DISTRIBUTIONS} - set(commands)
-    if missing:
-        session.error(f"README.md install block has no command for {sorted(missing)}")
-    return commands
+@dataclass(frozen=True)
+class InstallCommands:
+    """README.md's install commands: the build, and per distribution its install command
+    in the uv recipe (``uv pip install``) and in the pip recipe (``pip install``)."""
+
+    build: list[str]
+    uv: dict[str, list[str]]
+    pip: dict[str, list[str]]
+
+
+def parse_install_commands(text: str) -> InstallCommands:
+    """The commands of README's install blocks (``build``, ``uv``, ``pip``); ValueError
+    for a missing block or command, or a line the sessions would not know how to run."""
+    blocks = {name: body for name, body in INSTALL_BLOCK.findall(text)}
+    if sorted(blocks) != ["build", "pip", "uv"]:
+        raise ValueError(
+            f"README.md must have the {INSTALL_COMMANDS_MARKER} blocks build, uv and pip "
+            f"(found {sorted(blocks)})"
+        )
+    prefixes = {"build": ["uv", "build"], "uv": ["uv", "pip", "install"], "pip": ["pip", "install"]}
+    found: dict[str, dict[str, list[str]]] = {name: {} for name in prefixes}
+    for name, prefix in prefixes.items():
+        for line in blocks[name].splitlines():
+            words = shlex.split(line, comments=True)
+            if words[: len(prefix)] == prefix:
+                found[name][words[-1]] = words
+            elif words and not makes_environment(words):
+                raise ValueError(f"README.md install block {name}: unexpected command {line!r}")
+    builds = list(found["build"].values())
+    missing = [f"{name} {dist}" for name in ("uv", "pip") for dist in DISTRIBUTIONS
+               if dist not in found[name]]  # fmt: skip
+    if len(builds) != 1 or missing:
+        raise ValueError(f"README.md install blocks: need one uv build and {missing}")
+    return InstallCommands(builds[0], found["uv"], found["pip"])
+
+
+def makes_environment(words: list[str]) -> bool:
+    """A line of README's recipes that makes or activates the reader's environment
+    (`uv venv DIR`, `python3.11 -m venv DIR`, `source DIR/bin/activate`): the session's
+    own environment, already active (nox sets VIRTUAL_ENV and PATH), stands in for it."""
+    return words[:2] == ["uv", "venv"] or words[1:3] == ["-m", "venv"] or words[0] == "source"
+
+
+def readme_install_commands(session: nox.Session) -> InstallCommands:
+    """README.md's install commands, or the session's error naming what is wrong."""
+    try:
+        return parse_install_commands((ROOT / "README.md").read_text())
+    except ValueError as error:
+        session.error(str(error))
 
 
 def sync_groups(session: nox.Session, *groups: str) -> None:
@@ -408,7 +443,7 @@ def wheels(session: nox.Session) -> None:
     # README's build command, exactly as written (it builds each wheel from its
     # sdist, which also proves the sdists are complete). The binding's setup.py
     # imports torch: no backend may autoload while it builds.
-    build = readme_install_commands(session)["build"]
+    build = readme_install_commands(session).build
     session.run(*build, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, external=True)
     for prefix in DISTRIBUTIONS.values():
         built = sorted(p.name for p in DIST.glob(f"{prefix}-*") if p.suffix in (".whl", ".gz"))
@@ -514,15 +549,20 @@ def distributed(session: nox.Session) -> None:
 
 
 def run_integration(session: nox.Session, shape: str) -> None:
-    """The wheels of ``shape`` installed with README's pip command for it, exactly as
-    written (third-party packages come pinned from uv.lock first, so pip finds them
-    installed), then tests/integration/test_<shape>.py."""
+    """The wheels of ``shape`` installed with README's uv command for it, removed, and
+    installed again with README's pip command, both exactly as written (third-party
+    packages come pinned from uv.lock first, so both find them installed), then
+    tests/integration/test_<shape>.py."""
     for distribution in SHAPES[shape].wheels:
         built_wheel(session, distribution)  # a clear error if `wheels` has not run
     session.install(NO_BYTECODE, "-r", locked_requirements(session, shape))
+    commands = readme_install_commands(session)
+    distribution = SHAPES[shape].wheels[-1]
+    python = str(Path(session.bin) / "python")
+    session.run(*commands.uv[distribution])  # into the active environment (VIRTUAL_ENV)
+    session.run("uv", "pip", "uninstall", "--python", python, *SHAPES[shape].wheels)
     session.run("python", "-m", "ensurepip", "--default-pip", silent=True)
-    pip_install = readme_install_commands(session)[SHAPES[shape].wheels[-1]]
-    session.run(*pip_install, env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    session.run(*commands.pip[distribution], env={"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     if shape == "runtime-only":
         session.run("python", "-c", NO_TORCH_CHECK)
     if shape == "broken":
@@ -595,8 +635,8 @@ def sanitize(session: nox.Session) -> None:
 
     The runtime's whole suite; the binding's stream, event, allocator, race-detector,
     process, distributed and exit-path tests (SANITIZED_BINDING_TESTS) and a stress
-    smoke test. Zero reports: any sanitizer report fails the session. See README,
-    "Sanitizers".
+    smoke test. Zero reports: any sanitizer report fails the session. See
+    docs/development.md, "Sanitizers".
     """
     # Both wheels built instrumented, from sdists as in `wheels`, of a copy of the
     # workspace: making an sdist writes into the package's folder (its egg-info, a
