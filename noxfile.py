@@ -96,7 +96,8 @@ DISTRIBUTED_BINDING_TESTS = (
 # The `checked` session runs the binding suite again under the debug modes, except the
 # files that switch the modes themselves, the distributed tests (which run in
 # `distributed`) and the tests whose device work runs only in interpreters they start
-# (marked child_interpreters, see pyproject.toml; they run in `binding`), then the examples.
+# (marked child_interpreters, see pyproject.toml; they run in `binding-interpreters`), then
+# the examples.
 CHECKED_EXCLUDED = (
     "--ignore=packages/torch-openreg/tests/test_debug_modes.py",
     "--ignore-glob=*/test_distributed*",
@@ -191,7 +192,8 @@ SANITIZED_BINDING_TESTS = (
     ),
 )
 # Left out under the sanitizers, where they would check no native code that the
-# selected tests leave unchecked (all of them run in `binding` or `distributed`):
+# selected tests leave unchecked (all of them run in `binding`, `binding-interpreters` or
+# `distributed`):
 SANITIZE_DESELECTED = tuple(
     f"--deselect=packages/torch-openreg/tests/{test}"
     for test in (
@@ -253,8 +255,9 @@ nox.options.allow_parallel = True
 nox.options.sessions = [
     "wheels",
     "sanitize",
-    "checked",
     "binding",
+    "binding-interpreters",
+    "checked",
     "integration(autoload)",
     "distributed",
     "sanitize-drivers",
@@ -493,15 +496,28 @@ def runtime(session: nox.Session) -> None:
 def binding(session: nox.Session) -> None:
     """torch-openreg (with torch and openreg-runtime): its pytest suite against the wheel.
 
-    The torch.distributed tests (test_distributed*.py) run in the ``distributed`` session.
+    The tests marked ``child_interpreters`` run in ``binding-interpreters``, beside this
+    session, and the torch.distributed tests (test_distributed*.py) in ``distributed``.
     """
     run_shared(
         session, "manual", "pytest", "packages/torch-openreg/tests",
-        "--ignore-glob=*/test_distributed*", *session.posargs,
+        "--ignore-glob=*/test_distributed*", "-m", "not child_interpreters", *session.posargs,
     )  # fmt: skip
     # The benchmark runner's own logic (pooling, load readings, the chart from a stored
     # results file); it needs torch and matplotlib, not timing.
     run_shared(session, "manual", "pytest", "benchmarks/tests", *session.posargs)
+
+
+@nox.session(venv_backend="none", requires=["wheels"], name="binding-interpreters")
+@timed
+def binding_interpreters(session: nox.Session) -> None:
+    """The binding's tests marked ``child_interpreters``: their device work runs in fresh
+    interpreters they start. Apart from ``binding`` so that the two halves of the suite,
+    each mostly waiting on one process at a time, run side by side."""
+    run_shared(
+        session, "manual", "pytest", "packages/torch-openreg/tests",
+        "--ignore-glob=*/test_distributed*", "-m", "child_interpreters", *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session(venv_backend="none", requires=["wheels"])
@@ -698,7 +714,8 @@ class DriverBuild:
     torch_dir: Path
 
     def flags(self, *, binding: bool) -> list[str]:
-        common = ["-O1", "-g", f"-fsanitize={self.sanitizers}", "-fno-sanitize-recover=all"]
+        # -g1: line tables, all a report's stack needs, at three quarters of -g's compile time.
+        common = ["-O1", "-g1", f"-fsanitize={self.sanitizers}", "-fno-sanitize-recover=all"]
         common += ["-fno-omit-frame-pointer", "-Wall", f"-I{RUNTIME_HEADER}"]
         if not binding:
             return ["-std=c++17", *common, "-Wextra", "-Werror"]

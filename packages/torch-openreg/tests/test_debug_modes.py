@@ -360,11 +360,20 @@ def broken_allocator(request: pytest.FixtureRequest) -> Iterator[None]:
     torch_openreg._C._set_allocator_fault("none")
 
 
+def empty_the_cache() -> None:
+    """No cached free block (left by earlier tests or the warm-up, possibly still being
+    released by a worker): the block the test frees is then the only one the allocator
+    can hand out for a request of its size, whatever the timing."""
+    torch.openreg.synchronize()
+    torch.openreg.empty_cache()
+
+
 def reuse_despite_record_stream() -> None:
     """A correct program: x is recorded on the stream that still reads it."""
     using = torch.openreg.Stream()
     x = torch.ones(FREED, device="openreg")
     warm(lambda t=x: t * 2)  # a first call would wait for the held stream
+    empty_the_cache()
     using.wait_stream(torch.openreg.current_stream())
     with held_stream(using):
         with torch.openreg.stream(using):
@@ -398,6 +407,7 @@ def kernel_allocating_under_queued_work() -> tuple[torch.Tensor, torch.Tensor]:
     xi = torch.randint(0, 100, (KERNEL_SIDE,), dtype=torch.int32, device="openreg")
     a = torch.full((KERNEL_SIDE,), 5.0, device="openreg")
     warm(lambda: torch.sum(xi, dtype=torch.float32), lambda t=a: t * 2)
+    empty_the_cache()  # the warm-up's freed blocks are not there to serve the kernel
     with held_stream():
         total = torch.sum(xi, dtype=torch.float32)  # allocates while it runs
         doubled = a * 2  # queued behind it: reads a
