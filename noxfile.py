@@ -3,10 +3,10 @@
 Each native package is compiled once per run: ``wheels`` builds every wheel (from
 its sdist) into ``dist/`` and installs them, third-party packages pinned to
 ``uv.lock``, into the environments that the test suites share: ``runtime`` runs in
-the runtime-only one, ``binding``, ``checked`` and ``distributed`` in the one with
-the binding. Each ``integration(<shape>)`` session installs the same wheel files with
-README's uv and pip commands for its shape, so the tests exercise exactly what users
-install.
+the runtime-only one, ``binding``, ``binding-interpreters``, ``checked`` and
+``distributed`` in the one with the binding. Each ``integration(<shape>)`` session
+installs the same wheel files with README's uv and pip commands for its shape, so the
+tests exercise exactly what users install.
 Only ``sanitize`` and ``sanitize-drivers`` compile again, with the sanitizers'
 instrumentation. Independent sessions run side by side (``nox.options.parallel``).
 """
