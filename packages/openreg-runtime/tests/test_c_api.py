@@ -5,25 +5,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _c_programs import CHECK_MACRO, build_c_program
 
 import openreg_runtime as rt
 
-C_PROGRAM = r"""
+C_PROGRAM = (
+    r"""
 #include <stdio.h>
 #include <string.h>
 
 #include "openreg.h"
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    orError_t status_ = (call);                                                  \
-    if (status_ != orSuccess) {                                                  \
-      fprintf(stderr, "%s failed: %s: %s\n", #call, orGetErrorName(status_),     \
-              orGetLastErrorMessage());                                          \
-      return 1;                                                                  \
-    }                                                                            \
-  } while (0)
-
+"""
+    + CHECK_MACRO
+    + r"""
 static void fail_in_callback(void* user_data) {
   (void)user_data;
   orSetKernelError("kernel says no");
@@ -157,6 +152,7 @@ int main(void) {
   return 0;
 }
 """
+)
 
 
 def test_c_compiler_is_available():
@@ -164,37 +160,8 @@ def test_c_compiler_is_available():
 
 
 @pytest.fixture(scope="module")
-def c_compiler():
-    compiler = shutil.which("cc")
-    assert compiler is not None, "a C compiler (cc) is required to test the C API"
-    return compiler
-
-
-@pytest.fixture(scope="module")
-def program(c_compiler, tmp_path_factory):
-    directory = tmp_path_factory.mktemp("c_api")
-    source = directory / "uses_openreg.c"
-    source.write_text(C_PROGRAM)
-    executable = directory / "uses_openreg"
-    library_dir = rt.get_library_dir()
-    command = [
-        c_compiler,
-        "-std=c11",
-        "-Wall",
-        "-Wextra",
-        "-Werror",
-        "-pedantic",
-        f"-I{rt.get_include()}",
-        str(source),
-        "-o",
-        str(executable),
-        f"-L{library_dir}",
-        "-lopenreg",
-        f"-Wl,-rpath,{library_dir}",
-    ]
-    build = subprocess.run(command, capture_output=True, text=True, check=False)
-    assert build.returncode == 0, f"{' '.join(command)}\n{build.stderr}"
-    return executable
+def program(tmp_path_factory):
+    return build_c_program(C_PROGRAM, tmp_path_factory.mktemp("c_api"), "uses_openreg")
 
 
 def test_paths_point_at_the_installed_files():

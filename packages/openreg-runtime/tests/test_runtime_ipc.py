@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import _ipc_peers
 import pytest
+from _c_programs import CHECK_MACRO, build_c_program
 
 import openreg_runtime as rt
 
@@ -392,7 +393,8 @@ def test_waiting_for_a_record_of_a_process_that_died_fails_instead_of_hanging(sp
 
 # ---- From C -------------------------------------------------------------------------
 
-C_PEERS = r"""
+C_PEERS = (
+    r"""
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -401,16 +403,9 @@ C_PEERS = r"""
 
 #include "openreg.h"
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    orError_t status_ = (call);                                                      \
-    if (status_ != orSuccess) {                                                      \
-      fprintf(stderr, "%s failed: %s: %s\n", #call, orGetErrorName(status_),         \
-              orGetLastErrorMessage());                                              \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
-
+"""
+    + CHECK_MACRO
+    + r"""
 /* A handle is its bytes plus its descriptor, which travels as SCM_RIGHTS. */
 static int send_handle(int socket, int fd, const void* bytes, size_t length) {
   char control[CMSG_SPACE(sizeof(int))];
@@ -502,23 +497,13 @@ int main(void) {
   return 0;
 }
 """
+)
 
 
 def test_the_ipc_api_from_c_with_descriptors_passed_over_a_socket(tmp_path, clean_env) -> None:
-    import shutil
     import subprocess
 
-    compiler = shutil.which("cc")
-    assert compiler is not None, "a C compiler (cc) is required to test the C API"
-    source = tmp_path / "ipc_peers.c"
-    source.write_text(C_PEERS)
-    executable = tmp_path / "ipc_peers"
-    library = rt.get_library_dir()
-    command = [compiler, "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-pedantic",
-               f"-I{rt.get_include()}", str(source), "-o", str(executable), f"-L{library}",
-               "-lopenreg", f"-Wl,-rpath,{library}"]  # fmt: skip
-    build = subprocess.run(command, capture_output=True, text=True, check=False)
-    assert build.returncode == 0, build.stderr
+    executable = build_c_program(C_PEERS, tmp_path, "ipc_peers", "-D_GNU_SOURCE")
     run = subprocess.run(
         [str(executable)], env=clean_env(), capture_output=True, text=True, timeout=DEADLINE
     )
