@@ -94,6 +94,30 @@ def test_in_place_and_out_work_on_views_replays_like_the_cpu_each_time():
         torch.testing.assert_close(static_out.cpu(), cpu_out)
 
 
+def test_a_kernel_that_changes_its_arguments_view_gets_fresh_aliases_at_each_replay():
+    # A replay reuses a kernel's CPU aliases only if the kernel left them as they were
+    # made. This operator's CPU kernel (misbehaving on purpose) halves its argument's view
+    # before summing it: reusing the changed alias would sum 4, then 2, then 1 elements.
+    library = torch.library.Library("openreg_graph_test", "DEF")
+    library.define("halve_and_sum(Tensor x) -> Tensor")
+
+    def halve_and_sum(x: torch.Tensor) -> torch.Tensor:
+        x.as_strided_((x.numel() // 2,), (1,))
+        return x.sum()
+
+    library.impl("halve_and_sum", halve_and_sum, "CPU")
+    torch.library.register_fake("openreg_graph_test::halve_and_sum", lambda x: x.new_empty(()),
+                                lib=library)  # fmt: skip
+    x = torch.arange(8.0, device="openreg")
+    graph, total = capture(lambda: torch.ops.openreg_graph_test.halve_and_sum(x))
+    sums = []
+    for _ in range(3):
+        graph.replay()
+        sums.append(total.item())
+    assert sums == [6.0, 6.0, 6.0]  # 0 + 1 + 2 + 3 each time
+    assert x.shape == (8,)
+
+
 def _chain_keeping_every_result(x: torch.Tensor) -> list[torch.Tensor]:
     """Each operator writes memory of its own: nothing is freed during the capture, so
     no later node of the graph reuses an earlier one's block."""
