@@ -269,7 +269,8 @@ DeferredAliases::Made::Made(const DeferredAliases& owner)
 DeferredAliases::Made::~Made() {
   if (!owned_) return;
   // Changed aliases are dropped now: a storage the kernel resized owns memory.
-  if (owner_.unchanged(aliases_)) owner_.kept_ = std::move(aliases_);
+  if (owner_.ranBefore_ && owner_.unchanged(aliases_)) owner_.kept_ = std::move(aliases_);
+  owner_.ranBefore_ = true;
   owner_.reusing_.store(false, std::memory_order_release);
 }
 

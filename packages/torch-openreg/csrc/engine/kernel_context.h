@@ -187,7 +187,11 @@ class DeferredAliases {
   // The aliases of the last run, for the next (a graph replays its work).
   // `reusing_` is held by the run that took them: two replays of one graph on
   // two streams may run the same work at once, and the second makes its own.
+  // Kept only from the second run on: eager work runs once, and its aliases
+  // must die on the worker that made them, not with the launch on the host
+  // thread (which frees launches: see kernel_launch.cpp).
   mutable Aliases kept_;
+  mutable bool ranBefore_ = false;
   mutable std::atomic<bool> reusing_{false};
 };
 
@@ -196,8 +200,8 @@ class DeferredAliases {
 // a run ends its aliases go back to their DeferredAliases, and the next run
 // reuses them if the kernel left every one over the same CPU storage, with the
 // same memory and layout, as they were made (an out= kernel may resize its
-// output, for one). Otherwise it makes new ones. Work that runs once (eager
-// launches) pays only the hand-back.
+// output, for one). Otherwise it makes new ones. A run keeps its aliases
+// only if the work ran before: work that runs once (eager launches) keeps none.
 class DeferredAliases::Made {
  public:
   explicit Made(const DeferredAliases& owner);
